@@ -1,0 +1,253 @@
+"""Configuration: loaded and validated once at start, then passed down frozen."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from braind.errors import ConfigError
+
+
+def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:
+    """An XDG base directory, falling back to the documented default under $HOME."""
+    value = env.get(var)
+    return Path(value) if value and os.path.isabs(value) else Path(env.get("HOME", "~")) / fallback
+
+
+def _default_socket(env: Mapping[str, str]) -> Path:
+    """$XDG_RUNTIME_DIR/braind/braind.sock, or a per-uid directory under /tmp."""
+    runtime = env.get("XDG_RUNTIME_DIR") or f"/tmp/braind-{os.getuid()}"
+    return Path(runtime) / "braind" / "braind.sock"
+
+
+@dataclass(frozen=True)
+class InjectConfig:
+    """Budgets of the per-turn injection block."""
+
+    diary_days: int = 2
+    max_bytes: int = 8192
+    max_chars: int = 16384
+    max_lines: int = 200
+    trigger_max_entries: int = 8
+    trigger_max_chars: int = 1200
+
+
+@dataclass(frozen=True)
+class NoteConfig:
+    """Limits on one write."""
+
+    max_bytes: int = 8192
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    """Defaults and limits of brain_recall."""
+
+    max_results: int = 20
+    snippet_chars: int = 240
+    scan_days: int = 30
+
+
+@dataclass(frozen=True)
+class FilesConfig:
+    """Caps on files read from the memory roots."""
+
+    max_file_bytes: int = 67108864
+    max_line_bytes: int = 16384
+
+
+@dataclass(frozen=True)
+class CompactConfig:
+    """Thresholds of the compaction rules."""
+
+    fact_ttl_days: int = 30
+    deweight_days: int = 90
+
+
+@dataclass(frozen=True)
+class ApprovalConfig:
+    """What happens to important writes that carry no approval."""
+
+    mode: str = "fail-closed"
+
+
+@dataclass(frozen=True)
+class WatcherConfig:
+    """Debounce windows and the periodic rescan of the roots."""
+
+    quiet_ms: int = 150
+    max_wait_ms: int = 1000
+    rescan_seconds: int = 600
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """How often queued index changes are committed."""
+
+    commit_ms: int = 500
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Limits of the socket server."""
+
+    max_connections: int = 64
+    read_timeout_seconds: int = 30
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole validated configuration."""
+
+    memory_root: Path
+    state_dir: Path
+    socket: Path
+    projects: tuple[Path, ...] = ()
+    inject: InjectConfig = InjectConfig()
+    note: NoteConfig = NoteConfig()
+    recall: RecallConfig = RecallConfig()
+    files: FilesConfig = FilesConfig()
+    compact: CompactConfig = CompactConfig()
+    approval: ApprovalConfig = ApprovalConfig()
+    watcher: WatcherConfig = WatcherConfig()
+    index: IndexConfig = IndexConfig()
+    server: ServerConfig = ServerConfig()
+    source: str = "built-in defaults"
+
+
+# Allowed ranges: (low, high) for integers, a tuple of strings for choices.
+RANGES: dict[str, tuple[int, int] | tuple[str, ...]] = {
+    "inject.diary_days": (1, 7),
+    "inject.max_bytes": (256, 1048576),
+    "inject.max_chars": (256, 1048576),
+    "inject.max_lines": (10, 100000),
+    "inject.trigger_max_entries": (0, 100),
+    "inject.trigger_max_chars": (0, 65536),
+    "note.max_bytes": (16, 1048576),
+    "recall.max_results": (1, 500),
+    "recall.snippet_chars": (1, 4000),
+    "recall.scan_days": (1, 365),
+    "files.max_file_bytes": (1024, 1073741824),
+    "files.max_line_bytes": (64, 1048576),
+    "compact.fact_ttl_days": (1, 3650),
+    "compact.deweight_days": (1, 3650),
+    "approval.mode": ("fail-closed", "open"),
+    "watcher.quiet_ms": (10, 10000),
+    "watcher.max_wait_ms": (50, 60000),
+    "watcher.rescan_seconds": (10, 86400),
+    "index.commit_ms": (10, 60000),
+    "server.max_connections": (1, 4096),
+    "server.read_timeout_seconds": (1, 3600),
+}
+
+_PATH_KEYS = ("memory_root", "state_dir", "socket")
+
+
+def find_config(explicit: str | None, env: Mapping[str, str]) -> Path | None:
+    """The config file to use: --config, $BRAIND_CONFIG, then the XDG location."""
+    if explicit:
+        return Path(explicit)
+    if env.get("BRAIND_CONFIG"):
+        return Path(env["BRAIND_CONFIG"])
+    candidate = _xdg(env, "XDG_CONFIG_HOME", ".config") / "braind" / "braind.yaml"
+    return candidate if candidate.is_file() else None
+
+
+def load_config(explicit: str | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Find, read and validate the configuration; raise ConfigError naming the key."""
+    env = os.environ if env is None else env
+    path = find_config(explicit, env)
+    raw: Any = {}
+    if path is not None:
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise ConfigError("invalid_config", f"cannot read {path}: {exc}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("invalid_config", f"{path}: top level must be a mapping")
+    return build_config(raw, env, str(path) if path else "built-in defaults")
+
+
+def build_config(raw: Mapping[str, Any], env: Mapping[str, str], source: str) -> Config:
+    """Validate a parsed mapping against the schema and defaults."""
+    defaults = {
+        "memory_root": _xdg(env, "XDG_DATA_HOME", ".local/share") / "braind",
+        "state_dir": _xdg(env, "XDG_STATE_HOME", ".local/state") / "braind",
+        "socket": _default_socket(env),
+    }
+    values: dict[str, Any] = {"source": source}
+    known = {f.name for f in fields(Config)} - {"source"}
+    for key in raw:
+        if key not in known:
+            raise ConfigError("invalid_config", f"unknown key {key!r}; known keys: {', '.join(sorted(known))}")
+    for key in _PATH_KEYS:
+        values[key] = _path(key, raw[key], env) if key in raw else defaults[key]
+    values["projects"] = _projects(raw.get("projects", []), env)
+    for f in fields(Config):
+        if f.name in raw and is_dataclass(f.default):
+            values[f.name] = _section(f.name, type(f.default), raw[f.name])
+    return Config(**values)
+
+
+def _path(key: str, value: Any, env: Mapping[str, str]) -> Path:
+    """An absolute or ~ path; environment variables are not expanded."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError("invalid_config", f"{key}: expected a path string, got {value!r}")
+    if value.startswith("~"):
+        home = env.get("HOME") or os.path.expanduser("~")
+        value = home + value[1:] if value == "~" or value.startswith("~/") else value
+    if not os.path.isabs(value):
+        raise ConfigError("invalid_config", f"{key}: {value!r} is not absolute; allowed: an absolute or ~ path")
+    return Path(os.path.normpath(value))
+
+
+def _projects(value: Any, env: Mapping[str, str]) -> tuple[Path, ...]:
+    """The list of configured project directories."""
+    if not isinstance(value, list):
+        raise ConfigError("invalid_config", f"projects: expected a list of absolute paths, got {value!r}")
+    return tuple(_path(f"projects[{i}]", item, env) for i, item in enumerate(value))
+
+
+def _section(name: str, cls: type, value: Any) -> Any:
+    """Validate one nested section (inject, recall, ...) into its dataclass."""
+    if not isinstance(value, dict):
+        raise ConfigError("invalid_config", f"{name}: expected a mapping, got {value!r}")
+    known = {f.name: f for f in fields(cls)}
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key not in known:
+            raise ConfigError(
+                "invalid_config", f"unknown key {name}.{key}; known keys: {', '.join(sorted(known))}"
+            )
+        out[key] = _check(f"{name}.{key}", item, getattr(cls(), key))
+    return cls(**out)
+
+
+def _check(key: str, value: Any, default: Any) -> Any:
+    """Check one scalar's type and range; the error names key, value and range."""
+    allowed = RANGES.get(key)
+    if isinstance(default, int):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError("invalid_config", f"{key}: expected an integer, got {value!r}{_describe(allowed)}")
+        if allowed and not allowed[0] <= value <= allowed[1]:  # type: ignore[operator]
+            raise ConfigError("invalid_config", f"{key}: {value!r} is out of range{_describe(allowed)}")
+        return value
+    if not isinstance(value, str) or (allowed and value not in allowed):
+        raise ConfigError("invalid_config", f"{key}: {value!r} is not allowed{_describe(allowed)}")
+    return value
+
+
+def _describe(allowed: Any) -> str:
+    """Say the allowed range or choices of a key."""
+    if not allowed:
+        return ""
+    if isinstance(allowed[0], int):
+        return f"; allowed: {allowed[0]}–{allowed[1]}"
+    return "; allowed: " + ", ".join(allowed)
