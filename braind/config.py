@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -12,17 +12,46 @@ import yaml
 
 from braind.errors import ConfigError
 
+# sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+_MAX_SOCKET_PATH = 107
+
+
+def _home(env: Mapping[str, str]) -> str:
+    """$HOME, or the password database's home when it is unset, so paths stay absolute."""
+    return env.get("HOME") or os.path.expanduser("~")
+
 
 def _xdg(env: Mapping[str, str], var: str, fallback: str) -> Path:
-    """An XDG base directory, falling back to the documented default under $HOME."""
+    """An XDG base directory; relative values are ignored, as the XDG spec requires."""
     value = env.get(var)
-    return Path(value) if value and os.path.isabs(value) else Path(env.get("HOME", "~")) / fallback
+    return Path(value) if value and os.path.isabs(value) else Path(_home(env)) / fallback
 
 
 def _default_socket(env: Mapping[str, str]) -> Path:
     """$XDG_RUNTIME_DIR/braind/braind.sock, or a per-uid directory under /tmp."""
-    runtime = env.get("XDG_RUNTIME_DIR") or f"/tmp/braind-{os.getuid()}"
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if not runtime or not os.path.isabs(runtime):
+        runtime = f"/tmp/braind-{os.getuid()}"
     return Path(runtime) / "braind" / "braind.sock"
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate keys instead of keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """Build a mapping, failing on the second occurrence of a key."""
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` may be overridden by explicit keys
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                )
+            if isinstance(key, Hashable):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass(frozen=True)
@@ -165,7 +194,10 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     raw: Any = {}
     if path is not None:
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            with path.open(encoding="utf-8") as stream:
+                raw = yaml.load(stream, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+        except yaml.MarkedYAMLError as exc:
+            raise ConfigError("invalid_config", _yaml_problem(path, exc)) from None
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise ConfigError("invalid_config", f"cannot read {path}: {exc}") from None
     if raw is None:
@@ -173,6 +205,14 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
     if not isinstance(raw, dict):
         raise ConfigError("invalid_config", f"{path}: top level must be a mapping")
     return build_config(raw, env, str(path) if path else "built-in defaults")
+
+
+def _yaml_problem(path: Path, exc: yaml.MarkedYAMLError) -> str:
+    """One line, path:line:column: problem, as editors and the CLI's error line expect."""
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+    context = f" ({exc.context})" if exc.context else ""
+    return f"{where}: invalid YAML: {exc.problem or 'syntax error'}{context}"
 
 
 def build_config(raw: Mapping[str, Any], env: Mapping[str, str], source: str) -> Config:
@@ -189,6 +229,7 @@ def build_config(raw: Mapping[str, Any], env: Mapping[str, str], source: str) ->
             raise ConfigError("invalid_config", f"unknown key {key!r}; known keys: {', '.join(sorted(known))}")
     for key in _PATH_KEYS:
         values[key] = _path(key, raw[key], env) if key in raw else defaults[key]
+    values["socket"] = _socket_length(values["socket"])
     values["projects"] = _projects(raw.get("projects", []), env)
     for f in fields(Config):
         if f.name in raw and is_dataclass(f.default):
@@ -196,36 +237,49 @@ def build_config(raw: Mapping[str, Any], env: Mapping[str, str], source: str) ->
     return Config(**values)
 
 
+def _socket_length(path: Path) -> Path:
+    """Refuse a socket path too long for AF_UNIX now rather than at bind time."""
+    size = len(os.fsencode(path))
+    if size > _MAX_SOCKET_PATH:
+        raise ConfigError(
+            "invalid_config", f"socket: {str(path)!r} is {size} bytes; allowed: at most {_MAX_SOCKET_PATH} bytes"
+        )
+    return path
+
+
 def _path(key: str, value: Any, env: Mapping[str, str]) -> Path:
     """An absolute or ~ path; environment variables are not expanded."""
     if not isinstance(value, str) or not value:
         raise ConfigError("invalid_config", f"{key}: expected a path string, got {value!r}")
-    if value.startswith("~"):
-        home = env.get("HOME") or os.path.expanduser("~")
-        value = home + value[1:] if value == "~" or value.startswith("~/") else value
+    if value == "~" or value.startswith("~/"):
+        value = _home(env) + value[1:]
+    elif value.startswith("~"):
+        value = os.path.expanduser(value)  # ~user; left as is (and refused) when unknown
     if not os.path.isabs(value):
         raise ConfigError("invalid_config", f"{key}: {value!r} is not absolute; allowed: an absolute or ~ path")
     return Path(os.path.normpath(value))
 
 
 def _projects(value: Any, env: Mapping[str, str]) -> tuple[Path, ...]:
-    """The list of configured project directories."""
+    """The list of configured project directories; an empty `projects:` means none."""
+    if value is None:
+        return ()
     if not isinstance(value, list):
         raise ConfigError("invalid_config", f"projects: expected a list of absolute paths, got {value!r}")
     return tuple(_path(f"projects[{i}]", item, env) for i, item in enumerate(value))
 
 
 def _section(name: str, cls: type, value: Any) -> Any:
-    """Validate one nested section (inject, recall, ...) into its dataclass."""
+    """Validate one nested section (inject, recall, ...); an empty section keeps the defaults."""
+    if value is None:
+        return cls()
     if not isinstance(value, dict):
         raise ConfigError("invalid_config", f"{name}: expected a mapping, got {value!r}")
     known = {f.name: f for f in fields(cls)}
     out: dict[str, Any] = {}
     for key, item in value.items():
         if key not in known:
-            raise ConfigError(
-                "invalid_config", f"unknown key {name}.{key}; known keys: {', '.join(sorted(known))}"
-            )
+            raise ConfigError("invalid_config", f"unknown key {name}.{key}; known keys: {', '.join(sorted(known))}")
         out[key] = _check(f"{name}.{key}", item, getattr(cls(), key))
     return cls(**out)
 
@@ -249,5 +303,5 @@ def _describe(allowed: Any) -> str:
     if not allowed:
         return ""
     if isinstance(allowed[0], int):
-        return f"; allowed: {allowed[0]}–{allowed[1]}"
+        return f"; allowed: {allowed[0]} to {allowed[1]}"
     return "; allowed: " + ", ".join(allowed)

@@ -6,15 +6,19 @@ right after the time, a bracket whose first word is a type::
     [14:05] [decision key=db file:app.py tool:pytest err:E42] Use Postgres.
 
 The group holds the type, then an optional ``key=K``, then triggers
-(``file:``, ``tool:``, ``err:``). A plain note has no group; a note whose
-text itself starts with such a group is rendered with an explicit
-``[note]`` so it reads back unchanged.
+(``file:``, ``tool:``, ``err:``), separated by single spaces and followed by
+one space. A plain note has no group; a note whose text itself starts with a
+bracket whose first word is a type is rendered with an explicit ``[note]``
+so it reads back unchanged. A bracket that is not valid metadata (its first
+word is not a type, or a later word is not a key or trigger, as in
+``[note to self]``) is part of the text: nothing a person types is dropped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field, replace
 
 TYPES = ("note", "fact", "decision", "error", "workflow")
@@ -26,7 +30,7 @@ _TIME = r"(?:[01]\d|2[0-3]):[0-5]\d"
 _LINE = re.compile(rf"^\[(?P<time>{_TIME})\] (?P<rest>.*)$", re.DOTALL)
 _GROUP = re.compile(r"^\[(?P<meta>[^\[\]]*)\](?: (?P<text>.*))?$", re.DOTALL)
 _TOKEN = re.compile(r"^[^\s\[\]]+$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class GrammarError(ValueError):
@@ -71,8 +75,9 @@ class Entry:
 
     @property
     def fp(self) -> str:
-        """A stable short fingerprint: same place and content, same fp."""
-        return fingerprint(self.realm, self.path, self.date, self.time, self.text, self.occurrence)
+        """A stable short fingerprint: same place in the root and content, same fp, wherever the root is."""
+        rel = self.path[len(self.root) + 1 :] if self.path.startswith(self.root + "/") else self.path
+        return fingerprint(self.realm, rel, self.date, self.time, self.text, self.occurrence)
 
 
 def fingerprint(realm: str, path: str, date: str, time: str, text: str, occurrence: int) -> str:
@@ -120,6 +125,23 @@ def _parse_meta(meta: str) -> Meta | None:
     return Meta(words[0], key, tuple(triggers))
 
 
+def _meta_or_text(meta: str) -> Meta | None:
+    """A bracket that is not valid metadata (`[note to self]`) is kept as text, never dropped."""
+    try:
+        return _parse_meta(meta)
+    except GrammarError:
+        return None
+
+
+def check_text(text: str) -> str:
+    """Entry text: non-empty, no surrounding space, no control character but tab."""
+    if not text or text != text.strip():
+        raise GrammarError("entry text must be non-empty with no leading or trailing space")
+    if any(c != "\t" and unicodedata.category(c) in ("Cc", "Cs") for c in text):
+        raise GrammarError("control character in entry text")
+    return text
+
+
 def parse_line(raw: str) -> Line:
     """Parse one diary line (without its newline) into time, meta and text."""
     match = _LINE.match(raw)
@@ -129,13 +151,13 @@ def parse_line(raw: str) -> Line:
     meta = Meta()
     group = _GROUP.match(rest)
     if group:
-        parsed = _parse_meta(group["meta"])
+        parsed = _meta_or_text(group["meta"])
         if parsed is not None:
             meta, rest = parsed, group["text"] or ""
     text = rest.strip()
     if not text:
         raise GrammarError("empty entry text")
-    return Line(time, text, meta)
+    return Line(time, check_text(text), meta)
 
 
 def render_meta(meta: Meta) -> str:
@@ -145,7 +167,11 @@ def render_meta(meta: Meta) -> str:
 
 
 def render_line(line: Line) -> str:
-    """Render a diary line so that parse_line gives the same Line back."""
+    """Render a diary line so that parse_line gives the same Line back; refuse what would not."""
+    if not re.fullmatch(_TIME, line.time):
+        raise GrammarError(f"invalid time {line.time!r}: expected HH:MM")
+    check_text(line.text)
+    make_meta(line.meta.type, line.meta.key, line.meta.triggers)
     plain = line.meta == Meta()
     needs_group = not plain or _looks_like_group(line.text)
     body = f"{render_meta(line.meta)} {line.text}" if needs_group else line.text
@@ -153,19 +179,12 @@ def render_line(line: Line) -> str:
 
 
 def _looks_like_group(text: str) -> bool:
-    """True when plain text would be misread as a metadata group."""
+    """True when plain text starts with a bracket that parse_line would read as metadata."""
     group = _GROUP.match(text)
-    if not group:
-        return False
-    try:
-        return _parse_meta(group["meta"]) is not None
-    except GrammarError:
-        return False
+    return group is not None and group["meta"].split(" ")[0] in TYPES
 
 
-def diary_entries(
-    root: str, realm: str, path: str, date: str, lines: list[tuple[int, Line]]
-) -> list[Entry]:
+def diary_entries(root: str, realm: str, path: str, date: str, lines: list[tuple[int, Line]]) -> list[Entry]:
     """Turn parsed lines of one diary day into entries with stable fingerprints."""
     seen: dict[tuple[str, str], int] = {}
     out = []
@@ -174,9 +193,18 @@ def diary_entries(
         seen[(line.time, line.text)] = occurrence + 1
         out.append(
             Entry(
-                root=root, realm=realm, path=path, line=number, date=date, time=line.time,
-                text=line.text, kind="diary", type=line.meta.type, key=line.meta.key,
-                triggers=line.meta.triggers, occurrence=occurrence,
+                root=root,
+                realm=realm,
+                path=path,
+                line=number,
+                date=date,
+                time=line.time,
+                text=line.text,
+                kind="diary",
+                type=line.meta.type,
+                key=line.meta.key,
+                triggers=line.meta.triggers,
+                occurrence=occurrence,
             )
         )
     return out

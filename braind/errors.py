@@ -77,3 +77,9 @@ class NotFound(BraindError):
 
 class Unavailable(BraindError):
     """The daemon cannot be reached or is not in a state to answer."""
+
+
+class InternalError(BraindError):
+    """An unexpected failure inside the daemon; its log holds the traceback."""
+
+    code = INTERNAL_ERROR

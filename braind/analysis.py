@@ -1,0 +1,215 @@
+"""Tokenization shared by the index and the in-memory matcher.
+
+Words in alphabetic scripts are lower-cased and accent-folded; a query word
+matches every word it begins. Chinese, Japanese and Korean have no spaces
+between words, so a CJK run is indexed as single characters plus overlapping
+bigrams, each bigram at the position of its first character: a query run then
+becomes a phrase of its bigrams and matches wherever its characters appear
+consecutively. `text_matches` gives the same answers without an index, for
+entries that are not committed yet.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from typing import Any
+
+from whoosh.analysis import Token, Tokenizer
+from whoosh.matching import Matcher
+from whoosh.query import Or, Phrase, Prefix, Query, Term
+
+ANALYZER_VERSION = 1
+
+FIELD = "text"
+
+# Han, Hiragana, Katakana, Hangul and their compatibility blocks.
+_CJK = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f"
+)
+# Group 1: a CJK run; group 2: a word of any other script.
+_WORD = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
+_MARKS = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+
+Part = tuple[bool, str]  # (is_cjk, folded text)
+
+
+def fold(word: str) -> str:
+    """Lower-case and strip accents so that CAFÉ, Café and cafe are one word."""
+    if word.isascii():
+        return word.lower()
+    return _fold_unicode(word)
+
+
+@lru_cache(maxsize=65536)
+def _fold_unicode(word: str) -> str:
+    """The slow path of fold(), cached because words repeat across entries."""
+    return _MARKS.sub("", unicodedata.normalize("NFKD", word.casefold()))
+
+
+class CJKTokenizer(Tokenizer):
+    """Folded words, plus CJK characters and bigrams; importable so the schema pickles."""
+
+    def __call__(
+        self,
+        value: str,
+        positions: bool = False,
+        chars: bool = False,
+        keeporiginal: bool = False,
+        removestops: bool = True,
+        start_pos: int = 0,
+        start_char: int = 0,
+        tokenize: bool = True,
+        mode: str = "",
+        **kwargs: Any,
+    ) -> Iterator[Token]:
+        """Yield one reused Token per term, the way Whoosh tokenizers do."""
+        token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        if not tokenize:
+            yield _whole(token, value, start_pos, start_char)
+            return
+        pos = start_pos
+        for match in _WORD.finditer(value):
+            if match.lastindex == 2:
+                token.text = fold(match.group())
+                token.pos = pos
+                if chars:
+                    token.startchar = start_char + match.start()
+                    token.endchar = start_char + match.end()
+                pos += 1
+                yield token
+                continue
+            run = match.group()
+            offset = start_char + match.start()
+            for i in range(len(run)):
+                token.pos = pos
+                token.text = run[i]
+                if chars:
+                    token.startchar, token.endchar = offset + i, offset + i + 1
+                yield token
+                if i + 1 < len(run):
+                    token.text = run[i : i + 2]
+                    if chars:
+                        token.endchar = offset + i + 2
+                    yield token
+                pos += 1
+
+
+def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
+    """The untokenized value as a single token (Whoosh's tokenize=False contract)."""
+    token.original = token.text = value
+    token.pos = start_pos
+    token.startchar, token.endchar = start_char, start_char + len(value)
+    return token
+
+
+def analyzer() -> CJKTokenizer:
+    """The analyzer of the text field."""
+    return CJKTokenizer()
+
+
+class WordPrefix(Prefix):
+    """A scored prefix query whose expansions are summed in preloaded arrays.
+
+    Whoosh's default binary tree of union matchers costs several times more
+    when a short prefix expands to many words.
+    """
+
+    def matcher(self, searcher: Any, context: Any = None) -> Matcher:
+        """Union the expanded terms with an array matcher."""
+        terms = [Term(self.fieldname, text) for text in self._btexts(searcher.reader())]
+        if len(terms) < 2:
+            return super().matcher(searcher, context)
+        union = Or(terms, boost=self.boost)
+        union.matcher_type = Or.ARRAY_MATCHER
+        return union.matcher(searcher, context)
+
+
+def word_parts(word: str) -> list[Part]:
+    """Split one query word into its folded script runs (API限流 → api, 限流)."""
+    return [
+        (match.lastindex == 1, match.group() if match.lastindex == 1 else fold(match.group()))
+        for match in _WORD.finditer(word)
+    ]
+
+
+def query_parts(query: str) -> list[Part]:
+    """Every part of every whitespace-separated word of a query; all are required."""
+    return [part for word in query.split() for part in word_parts(word)]
+
+
+def part_query(part: Part) -> Query:
+    """One required part as a Whoosh query on the text field."""
+    is_cjk, text = part
+    if not is_cjk:
+        return WordPrefix(FIELD, text, constantscore=False)
+    if len(text) <= 2:
+        return Term(FIELD, text)
+    return Phrase(FIELD, [text[i : i + 2] for i in range(len(text) - 1)])
+
+
+def query_clauses(word: str) -> list[Query]:
+    """How one query word becomes required Whoosh clauses (empty if it has no letters)."""
+    return [part_query(part) for part in word_parts(word)]
+
+
+def _folded_terms(text: str) -> tuple[list[str], str]:
+    """The folded non-CJK words of a text and its CJK runs joined by a separator."""
+    words: list[str] = []
+    runs: list[str] = []
+    for match in _WORD.finditer(text):
+        if match.lastindex == 2:
+            words.append(fold(match.group()))
+        else:
+            runs.append(match.group())
+    return words, "\n".join(runs)
+
+
+def parts_match(text: str, parts: Sequence[Part]) -> bool:
+    """True when the text holds every part, with the index's semantics."""
+    words, runs = _folded_terms(text)
+    for is_cjk, part in parts:
+        if is_cjk:
+            if part not in runs:
+                return False
+        elif not any(word.startswith(part) for word in words):
+            return False
+    return True
+
+
+def text_matches(text: str, words: Sequence[str]) -> bool:
+    """Match an uncommitted entry exactly as the index would: every word, prefixes, CJK runs."""
+    return parts_match(text, [part for word in words for part in word_parts(word)])
+
+
+def first_match(text: str, parts: Sequence[Part]) -> int:
+    """The character offset of the earliest place where any part matches, or 0."""
+    for match in _WORD.finditer(text):
+        if match.lastindex == 2:
+            folded = fold(match.group())
+            if any(not cjk and folded.startswith(part) for cjk, part in parts):
+                return match.start()
+            continue
+        found = [match.group().find(part) for cjk, part in parts if cjk]
+        hits = [offset for offset in found if offset >= 0]
+        if hits:
+            return match.start() + min(hits)
+    return 0
+
+
+def snippet(text: str, parts: Sequence[Part], limit: int) -> str:
+    """At most `limit` characters of the text, on one line, around its first match."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    pos = first_match(flat, parts)
+    start = max(0, min(pos - limit // 3, len(flat) - limit))
+    end = start + limit
+    head = start > 0 and limit > 2
+    tail = end < len(flat) and limit > 2
+    body = flat[start + head : end - tail]
+    return ("…" if head else "") + body + ("…" if tail else "")

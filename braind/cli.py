@@ -1,0 +1,278 @@
+"""The `braind` command: a thin face over the client, plus serve/start/stop/check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from braind import __version__
+from braind.config import Config, load_config
+from braind.errors import BraindError
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+Command = Callable[[argparse.Namespace, Config], Any]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, run one command, and turn errors into one line on stderr."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config)
+        if args.socket:
+            config = _with_socket(config, args.socket)
+        return int(args.func(args, config) or 0)
+    except BraindError as exc:
+        print(f"braind: error: {exc.reason}: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def _with_socket(config: Config, socket: str) -> Config:
+    """The config with --socket applied."""
+    from dataclasses import replace
+
+    return replace(config, socket=Path(socket).absolute())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command with its help; common options are accepted after the command too."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help="config file (default: $BRAIND_CONFIG, then ~/.config/braind/braind.yaml)")
+    common.add_argument("--socket", help="daemon socket path (default: from the config)")
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    parser = argparse.ArgumentParser(prog="braind", description="Local memory daemon for AI agents.", parents=[common])
+    parser.add_argument("--version", action="version", version=f"braind {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, help_text, func, extra in _COMMANDS:
+        cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        cmd.set_defaults(func=func)
+        extra(cmd)
+    return parser
+
+
+def _none(parser: argparse.ArgumentParser) -> None:
+    """A command without arguments of its own."""
+
+
+def _note_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind note`."""
+    parser.add_argument("text", nargs="+", help="what to remember")
+    parser.add_argument("--type", default="note", help="note, fact, decision, error or workflow")
+    parser.add_argument("--key", help="a key; a newer entry with the same key supersedes the older")
+    parser.add_argument(
+        "--trigger",
+        action="append",
+        default=[],
+        dest="triggers",
+        help="file:<name>, tool:<name> or err:<code> (repeatable)",
+    )
+    parser.add_argument("--project", help="absolute path of a project directory")
+    parser.add_argument("--approved", action="store_true", help="the user approved this write")
+
+
+def _recall_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind recall`."""
+    parser.add_argument("words", nargs="+", help="words that must all match")
+    parser.add_argument("--limit", type=int, help="most hits (1-500)")
+    parser.add_argument("--days", type=int, help="search the last N days (1-365)")
+    parser.add_argument("--type", help="only entries of this type")
+    parser.add_argument("--project", help="absolute path of a project directory")
+    parser.add_argument("--realm", choices=["user", "project"], help="only this realm")
+
+
+def _inject_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind inject`."""
+    parser.add_argument("--session", required=True, help="agent session id")
+    parser.add_argument("--turn", type=int, help="turn number; each (session, turn) is served once")
+    parser.add_argument("--project", help="absolute path of a project directory")
+
+
+def _check_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind check`."""
+    parser.add_argument("root", nargs="?", help="memory root to validate (default: memory_root from the config)")
+
+
+def _start_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind start`."""
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait until the daemon is ready")
+
+
+def _client(config: Config) -> Any:
+    """A connected client for the configured socket."""
+    from braind.client import Client
+
+    return Client(config.socket)
+
+
+def _call(config: Config, method: str, **params: Any) -> Any:
+    """Call one method, dropping params the user did not give."""
+    with _client(config) as client:
+        return client.call(method, **{k: v for k, v in params.items() if v is not None})
+
+
+def _emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str]) -> int:
+    """Print a result as JSON with --json, else in the command's human form."""
+    text = json.dumps(result, ensure_ascii=False, indent=2) if args.json else human(result)
+    if text:
+        print(text)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    """Run the daemon in the foreground (what systemd starts)."""
+    from braind.daemon import Daemon
+
+    _setup_logging()
+    Daemon(config).run()
+    return 0
+
+
+def cmd_start(args: argparse.Namespace, config: Config) -> int:
+    """Start the daemon in the background and wait until it answers."""
+    from braind.start import start
+
+    pid = start(config, args.timeout)
+    return _emit(args, {"pid": pid, "socket": str(config.socket)}, lambda r: f"braind started (pid {r['pid']})")
+
+
+def cmd_stop(args: argparse.Namespace, config: Config) -> int:
+    """Stop a daemon started with `braind start`."""
+    from braind.detach import stop
+    from braind.start import pidfile_path
+
+    pid = stop(pidfile_path(config))
+    return _emit(args, {"pid": pid}, lambda r: f"braind stopped (pid {r['pid']})")
+
+
+def cmd_status(args: argparse.Namespace, config: Config) -> int:
+    """Print the daemon's health."""
+    from braind.render import status
+
+    return _emit(args, _call(config, "status"), status)
+
+
+def cmd_note(args: argparse.Namespace, config: Config) -> int:
+    """Append a note to today's diary."""
+    result = _call(
+        config,
+        "brain_note",
+        text=" ".join(args.text),
+        type=args.type,
+        key=args.key,
+        triggers=args.triggers or None,
+        project=args.project,
+        approved=args.approved or None,
+    )
+    return _emit(args, result, lambda r: f"noted {r['fp']} in {r['path']}")
+
+
+def cmd_recall(args: argparse.Namespace, config: Config) -> int:
+    """Search memory: every word must match."""
+    from braind.render import hits
+
+    result = _call(
+        config,
+        "brain_recall",
+        query=" ".join(args.words),
+        limit=args.limit,
+        days=args.days,
+        type=args.type,
+        project=args.project,
+        realm=args.realm,
+    )
+    return _emit(args, result, hits)
+
+
+def cmd_inject(args: argparse.Namespace, config: Config) -> int:
+    """Print the injection block for one turn."""
+    result = _call(config, "inject", session=args.session, turn=args.turn, project=args.project)
+    return _emit(args, result, lambda r: r["text"].rstrip("\n") if r["text"] else f"(nothing: {r['skipped']})")
+
+
+def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
+    """Rebuild the index, with a progress bar when stderr is a terminal."""
+    from braind.render import Progress
+
+    progress = Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    done = threading.Event()
+    if progress:
+        threading.Thread(target=_poll_progress, args=(config, progress, done), daemon=True).start()
+    try:
+        result = _call(config, "reindex")
+    finally:
+        done.set()
+        if progress:
+            progress.finish()
+    return _emit(
+        args, result, lambda r: f"reindexed {r['entries']} entries from {r['files']} files in {r['seconds']} s"
+    )
+
+
+def _poll_progress(config: Config, progress: Any, done: threading.Event) -> None:
+    """Draw the reindex progress from `status` until the reindex answers."""
+    with _client(config) as client:
+        while not done.wait(0.2):
+            state = client.call("status").get("reindex")
+            if state:
+                progress.update(state["done"], state["total"])
+
+
+def cmd_check(args: argparse.Namespace, config: Config) -> int:
+    """Validate a root offline and print every rejection; exit 1 when there are any."""
+    from braind.check import check_root
+
+    root = Path(args.root).absolute() if args.root else config.memory_root
+    report = check_root(root, config.files)
+    _emit(args, report, _check_human)
+    return 1 if report["rejected"] or report["skipped_lines"] else 0
+
+
+def _check_human(report: dict[str, Any]) -> str:
+    """Every problem on its own line, then a summary."""
+    lines = [
+        f"{p['path']}{':' + str(p['line']) if p['line'] else ''}: {p['reason']}: {p['message']}"
+        for p in report["rejected"] + report["skipped_lines"]
+    ]
+    lines.append(
+        f"{report['files']} files, {report['entries']} entries, {len(report['rejected'])} rejected files, "
+        f"{len(report['skipped_lines'])} skipped lines"
+    )
+    return "\n".join(lines)
+
+
+def cmd_tools(args: argparse.Namespace, config: Config) -> int:
+    """List the agent tools and their input schemas."""
+    return _emit(args, _call(config, "tools"), lambda r: "\n".join(f"{t['name']}: {t['description']}" for t in r))
+
+
+def _setup_logging() -> None:
+    """Log to stderr (the journal under systemd); BRAIND_LOG_LEVEL overrides INFO."""
+    level = os.environ.get("BRAIND_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+_COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], None]]] = [
+    ("serve", "run the daemon in the foreground (systemd runs this)", cmd_serve, _none),
+    ("start", "start the daemon in the background (refused under systemd)", cmd_start, _start_args),
+    ("stop", "stop a daemon started with `braind start`", cmd_stop, _none),
+    ("status", "show health, roots, index state and rejected files", cmd_status, _none),
+    ("note", "append a note to today's diary", cmd_note, _note_args),
+    ("recall", "search memory; every word must match", cmd_recall, _recall_args),
+    ("inject", "print the memory block for one agent turn", cmd_inject, _inject_args),
+    ("reindex", "rebuild the index from the memory files", cmd_reindex, _none),
+    ("check", "validate a memory root offline and print every rejection", cmd_check, _check_args),
+    ("tools", "list the agent tools with their JSON Schemas", cmd_tools, _none),
+]
+
+if __name__ == "__main__":
+    sys.exit(main())

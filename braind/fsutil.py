@@ -1,0 +1,112 @@
+"""Durable file writes: one-write appends and atomic replaces, fsynced before replying."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+
+from braind.errors import BraindError, Rejected
+
+_APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
+def append_line(dir_fd: int, name: str, line: str) -> bool:
+    """Append one line in one write(), fsync it (and the directory on create); True if created."""
+    fd, created = _open_append(dir_fd, name)
+    try:
+        data = (_separator(fd) + line + "\n").encode("utf-8")
+        _write_once(fd, data, name)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        os.fsync(dir_fd)
+    return created
+
+
+def _open_append(dir_fd: int, name: str) -> tuple[int, bool]:
+    """Open for appending without following links; create with 0600 if missing."""
+    for _ in range(3):
+        try:
+            return _checked(os.open(name, _APPEND, dir_fd=dir_fd), name), False
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise _refusal(exc, name) from None
+        try:
+            return os.open(name, _APPEND | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd), True
+        except FileExistsError:
+            continue
+    raise BraindError("busy", f"{name} keeps appearing and disappearing; try again")
+
+
+def _checked(fd: int, name: str) -> int:
+    """Refuse to write into anything but a regular file."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Rejected("not_regular", f"{name} is not a regular file")
+    return fd
+
+
+def _refusal(exc: OSError, name: str) -> BraindError:
+    """Translate an open() failure into a typed refusal."""
+    if exc.errno == errno.ELOOP:
+        return Rejected("symlink", f"{name} is a symbolic link")
+    return BraindError("io_error", f"cannot open {name}: {exc.strerror}")
+
+
+def _separator(fd: int) -> str:
+    """A newline when the file does not end with one (an editor saved without it)."""
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return ""
+    return "" if os.pread(fd, 1, size - 1) == b"\n" else "\n"
+
+
+def _write_once(fd: int, data: bytes, name: str) -> None:
+    """One write() call; a short write or an error fails the request, never retried."""
+    try:
+        written = os.write(fd, data)
+    except OSError as exc:
+        raise BraindError("io_error", f"cannot write {name}: {exc.strerror}") from None
+    if written != len(data):
+        raise BraindError("io_error", f"short write to {name}: {written} of {len(data)} bytes")
+
+
+def replace_file(dir_fd: int, name: str, data: bytes, keep_backup: bool = True) -> None:
+    """Atomically replace a file: temp file, fsync, optional one .bak, rename, fsync dir."""
+    tmp = f".{name}.braind-tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        _write_all(fd, data, name)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.close(fd)
+    if keep_backup:
+        _backup(dir_fd, name)
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    os.fsync(dir_fd)
+
+
+def _write_all(fd: int, data: bytes, name: str) -> None:
+    """Write a whole buffer to a fresh temp file."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except OSError as exc:
+            raise BraindError("io_error", f"cannot write {name}: {exc.strerror}") from None
+
+
+def _backup(dir_fd: int, name: str) -> None:
+    """Keep one previous generation as name.bak (a hard link, so it costs nothing)."""
+    bak = f"{name}.bak"
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(bak, dir_fd=dir_fd)
+    with contextlib.suppress(FileNotFoundError):
+        os.link(name, bak, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)

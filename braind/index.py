@@ -1,0 +1,711 @@
+"""The full-text index: a rebuildable cache of every entry, behind one small interface.
+
+Nothing else in braind imports Whoosh. Changes are queued and committed by a
+background thread; until a change is committed (and while it is being
+committed) it lives in an in-memory overlay that search() and file_records()
+consult first, so a write is visible to the next read. Committed documents of
+overlaid files are masked out of Whoosh results, so an entry is never seen
+twice or stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Container, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from whoosh import index as whoosh_index
+from whoosh.columns import NumericColumn
+from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
+from whoosh.query import And, NullQuery, Or, Query, Term, TermRange
+from whoosh.sorting import FieldFacet, ScoreFacet
+
+from braind import analysis
+from braind.entries import Entry
+from braind.errors import InvalidParams
+
+SCHEMA_VERSION = 1
+
+log = logging.getLogger("braind.index")
+
+_INDEX = "index"
+_MANIFEST = "manifest.json"
+_OLD = "index.old-"
+_NEW = "index.new-"
+_TRASH = "index.trash-"
+_KEEP_OLD = 2
+_WRITER_MB = 256
+_LOCK_TIMEOUT = 10.0
+_MAX_BACKOFF = 64
+_CACHE_SIZE = 64
+_FILE = "file"
+_TOMBSTONED = "tombstoned"
+_LIVE = "live"
+# Best score first, then newest first (the stamp column is yyyymmddHHMM).
+_ORDER = [ScoreFacet(), FieldFacet("stamp", reverse=True)]
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the index knows about one memory file, to tell whether it changed."""
+
+    root: str
+    path: str  # absolute
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the entry, its relevance and a snippet around the match."""
+
+    entry: Entry
+    score: float
+    snippet: str
+
+
+@dataclass(frozen=True)
+class _Change:
+    """A queued change to one file: its new record and entries, or None when removed."""
+
+    record: FileRecord | None
+    entries: tuple[Entry, ...] = ()
+
+
+def make_schema() -> Schema:
+    """One document per entry, plus one per file so that entries and records commit together.
+
+    Only what is searched or filtered on is indexed (each indexed field costs
+    indexing speed); fp is not stored because Entry derives it.
+    """
+    return Schema(
+        path=ID(stored=True),
+        root=ID(stored=True),
+        type=ID(stored=True),
+        status=ID(stored=True),  # left out when live, so only the exceptions are posted
+        date=ID(stored=True),
+        stamp=COLUMN(NumericColumn("q")),
+        text=TEXT(analyzer=analysis.analyzer(), stored=True, phrase=True),
+        triggers=KEYWORD(stored=True),
+        realm=STORED,
+        kind=STORED,
+        key=STORED,
+        line=STORED,
+        time=STORED,
+        occurrence=STORED,
+        entry_path=STORED,
+        record=ID,  # only on file documents
+        size=STORED,
+        mtime_ns=STORED,
+        sha256=STORED,
+        count=STORED,
+    )
+
+
+def _stamp(entry: Entry) -> int:
+    """yyyymmddHHMM as an integer, the tie-breaker that puts newer entries first."""
+    digits = entry.date.replace("-", "") + (entry.time.replace(":", "") or "0000")
+    return int(digits) if digits.isascii() and digits.isdigit() and len(digits) == 12 else 0
+
+
+def _entry_doc(path: str, entry: Entry) -> dict[str, Any]:
+    """The Whoosh document of one entry; empty optional fields are left out."""
+    doc: dict[str, Any] = {
+        "path": path,
+        "root": entry.root,
+        "type": entry.type,
+        "status": None if entry.status == _LIVE else entry.status,
+        "date": entry.date,
+        "stamp": _stamp(entry),
+        "text": entry.text,
+        "triggers": " ".join(entry.triggers),
+        "realm": entry.realm,
+        "kind": entry.kind,
+        "key": entry.key,
+        "line": entry.line,
+        "time": entry.time,
+        "occurrence": entry.occurrence,
+        "entry_path": None if entry.path == path else entry.path,
+    }
+    return {name: value for name, value in doc.items() if value is not None and value != ""}
+
+
+def _file_doc(record: FileRecord, count: int) -> dict[str, Any]:
+    """The Whoosh document that stores a file's record and its number of entries."""
+    return {
+        "record": _FILE,
+        "kind": _FILE,
+        "root": record.root,
+        "path": record.path,
+        "size": record.size,
+        "mtime_ns": record.mtime_ns,
+        "sha256": record.sha256,
+        "count": count,
+        "stamp": 0,  # every segment needs the sort column, even one holding only file records
+    }
+
+
+def _entry(stored: dict[str, Any]) -> Entry:
+    """Rebuild an Entry from a document's stored fields (empty fields were left out)."""
+    return Entry(
+        root=stored.get("root", ""),
+        realm=stored.get("realm", ""),
+        path=stored.get("entry_path", stored["path"]),
+        line=stored.get("line", 0),
+        date=stored.get("date", ""),
+        time=stored.get("time", ""),
+        text=stored.get("text", ""),
+        kind=stored.get("kind", "diary"),
+        type=stored.get("type", "note"),
+        key=stored.get("key"),
+        triggers=tuple(stored.get("triggers", "").split()),
+        status=stored.get("status", "live"),
+        occurrence=stored.get("occurrence", 0),
+    )
+
+
+def _record(stored: dict[str, Any]) -> FileRecord:
+    """Rebuild a FileRecord from a file document's stored fields."""
+    return FileRecord(stored["root"], stored["path"], stored["size"], stored["mtime_ns"], stored["sha256"])
+
+
+def _write_batch(ix: Any, batch: dict[str, _Change], existing: Container[str] | None) -> None:
+    """Apply file changes to an index in one commit; `existing` holds the files that have documents."""
+    writer = ix.writer(limitmb=_WRITER_MB, timeout=_LOCK_TIMEOUT)
+    try:
+        _delete_files(writer, [path for path in batch if existing is None or path in existing])
+        for change in batch.values():
+            if change.record is not None:
+                _add_file(writer, change.record, change.entries)
+    except BaseException:
+        writer.cancel()
+        raise
+    writer.commit()
+
+
+def _delete_files(writer: Any, paths: Sequence[str]) -> None:
+    """Delete the documents of files, sharing one searcher (Whoosh opens one per call otherwise)."""
+    if not paths:
+        return
+    searcher = writer.searcher()
+    try:
+        for path in paths:
+            writer.delete_by_term("path", path, searcher=searcher)
+    finally:
+        searcher.close()
+
+
+def _add_file(writer: Any, record: FileRecord, entries: Sequence[Entry]) -> None:
+    """Add the documents of one file: its record, then its entries."""
+    writer.add_document(**_file_doc(record, len(entries)))
+    for entry in entries:
+        writer.add_document(**_entry_doc(record.path, entry))
+
+
+def _utc_stamp() -> str:
+    """A sortable UTC timestamp for directory names."""
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+@dataclass(frozen=True)
+class _Filters:
+    """The search filters: entry date lower bound, roots, type."""
+
+    since: str | None
+    roots: tuple[str, ...] | None
+    type: str | None
+
+    def accepts(self, entry: Entry) -> bool:
+        """The filters applied in Python, to uncommitted entries."""
+        return (
+            entry.status != _TOMBSTONED
+            and (self.since is None or entry.date >= self.since)
+            and (self.roots is None or entry.root in self.roots)
+            and (self.type is None or entry.type == self.type)
+        )
+
+    def clauses(self) -> list[Query]:
+        """The filters as Whoosh queries."""
+        clauses: list[Query] = []
+        if self.since is not None:
+            clauses.append(TermRange("date", self.since, None))
+        if self.roots is not None:
+            clauses.append(Or([Term("root", root) for root in self.roots]) if self.roots else NullQuery)
+        if self.type is not None:
+            clauses.append(Term("type", self.type))
+        return clauses
+
+
+class Index:
+    """The on-disk index plus the overlay of queued changes; safe to use from many threads."""
+
+    def __init__(self, state_dir: Path, identity: str, commit_ms: int = 500) -> None:
+        self._state_dir = Path(state_dir)
+        self._dir = self._state_dir / _INDEX
+        self._identity = identity
+        self._commit_s = commit_ms / 1000
+        self._schema = make_schema()
+        self._ix: Any = None
+        self._searcher: Any = None
+        self._records: dict[str, FileRecord] = {}
+        self._counts: dict[str, int] = {}
+        self._pending: dict[str, _Change] = {}
+        self._committing: dict[str, _Change] = {}
+        self._rebuild: Rebuild | None = None
+        self._cache: dict[object, set[int]] = {}
+        self._mask: set[int] = set()
+        self._mask_version = -1
+        self._version = 0
+        self._generation = 0
+        self._lock = threading.Lock()  # the overlay and the committed records
+        self._search_lock = threading.Lock()  # the searcher (Whoosh searchers are not thread-safe)
+        self._commit_lock = threading.Lock()  # one writer at a time
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- opening -----------------------------------------------------------------
+
+    def open(self) -> bool:
+        """Open the index, or start a fresh one; True means the caller must reconcile everything."""
+        self._prepare_state_dir()
+        problem = self._check_manifest()
+        if problem is None:
+            try:
+                self._load()
+                return False
+            except Exception as exc:  # any failure to read a cache means: rebuild it
+                problem = f"unreadable ({type(exc).__name__}: {exc})"
+        level = logging.INFO if problem == "missing" else logging.WARNING
+        log.log(level, "index %s is %s; starting a fresh one", self._dir, problem)
+        self._discard()
+        self._create()
+        return True
+
+    def _prepare_state_dir(self) -> None:
+        """Create the state directory private to the user, and sweep leftovers of a crash."""
+        self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self._state_dir.stat().st_mode & 0o077:
+            os.chmod(self._state_dir, 0o700)
+        for path in self._state_dir.iterdir():
+            if path.name.startswith((_NEW, _TRASH)):
+                shutil.rmtree(path, ignore_errors=True)
+
+    def _manifest(self) -> dict[str, Any]:
+        """What the manifest of a compatible index says."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "analyzer_version": analysis.ANALYZER_VERSION,
+            "identity": self._identity,
+        }
+
+    def _check_manifest(self) -> str | None:
+        """Why the existing index cannot be used, or None when it looks compatible."""
+        if not self._dir.is_dir():
+            return "missing"
+        try:
+            found = json.loads((self._state_dir / _MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return f"without a readable manifest ({exc})"
+        if not isinstance(found, dict):
+            return "without a valid manifest"
+        for key, wanted in self._manifest().items():
+            if found.get(key) != wanted:
+                return f"of another {key} ({found.get(key)!r}, wanted {wanted!r})"
+        return None
+
+    def _write_manifest(self) -> None:
+        """Write the manifest atomically next to the index directory."""
+        tmp = self._state_dir / (_MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(self._manifest(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self._state_dir / _MANIFEST)
+
+    def _load(self) -> None:
+        """Open the existing index and read every file record, which also proves it readable."""
+        ix = whoosh_index.open_dir(str(self._dir))
+        searcher = ix.searcher()
+        try:
+            records, counts = _read_records(searcher)
+        except BaseException:
+            searcher.close()
+            raise
+        self._ix, self._searcher = ix, searcher
+        self._records, self._counts = records, counts
+        self._cache = {}
+
+    def _discard(self) -> None:
+        """Move an unusable index aside for inspection, keeping only the newest few."""
+        if self._dir.exists():
+            aside = self._state_dir / (_OLD + _utc_stamp())
+            os.replace(self._dir, aside)
+            log.warning("moved the old index to %s", aside)
+        old = sorted(p for p in self._state_dir.iterdir() if p.name.startswith(_OLD))
+        for path in old[:-_KEEP_OLD]:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _create(self) -> None:
+        """Create an empty index and its manifest, then open it."""
+        self._dir.mkdir(mode=0o700)
+        whoosh_index.create_in(str(self._dir), self._schema)
+        self._write_manifest()
+        self._load()
+
+    # -- the committer -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the background thread that commits queued changes every commit_ms at most."""
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name="braind-index-commit", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        """Commit whenever something is queued, no more often than commit_ms; back off on errors."""
+        last, failures = 0.0, 0
+        while self._wake.wait() and not self._stopping.is_set():
+            delay = last + self._commit_s * min(2**failures, _MAX_BACKOFF) - time.monotonic()
+            if delay > 0 and self._stopping.wait(delay):
+                return
+            self._wake.clear()
+            try:
+                self.commit()
+                failures = 0
+            except Exception:
+                log.exception("index commit failed; will retry")
+                failures += 1
+                self._wake.set()
+            last = time.monotonic()
+
+    def close(self) -> None:
+        """Stop the committer, commit what is queued and release the index files."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._rebuild is not None:
+            self._rebuild.abort()
+        if self._ix is not None:
+            self.commit()
+            with self._search_lock:
+                self._searcher.close()
+                self._ix = self._searcher = None
+
+    def commit(self) -> None:
+        """Commit the queued changes now; they stay visible throughout."""
+        with self._commit_lock:
+            batch = self._take_batch()
+            if not batch:
+                return
+            try:
+                _write_batch(self._ix, batch, self._records)
+            except BaseException:
+                self._restore_batch(batch)
+                raise
+            self._publish(batch)
+
+    def _take_batch(self) -> dict[str, _Change]:
+        """Move the queue to the committing snapshot, which stays visible until published."""
+        with self._lock:
+            batch, self._pending = self._pending, {}
+            self._committing = batch
+            self._version += 1
+            return batch
+
+    def _restore_batch(self, batch: dict[str, _Change]) -> None:
+        """Put a failed batch back in the queue, under any newer changes."""
+        with self._lock:
+            self._pending = {**batch, **self._pending}
+            self._committing = {}
+            self._version += 1
+
+    def _publish(self, batch: dict[str, _Change]) -> None:
+        """Swap in a new searcher and drop the snapshot it now contains, atomically for readers."""
+        # A fresh searcher, not Searcher.refresh(): in this Whoosh release refresh() keeps
+        # readers of merged-away segments, which duplicates documents after a merge.
+        searcher = self._ix.searcher()
+        with self._search_lock:
+            old, self._searcher, self._cache = self._searcher, searcher, {}
+            with self._lock:
+                for path, change in batch.items():
+                    self._apply_record(path, change)
+                self._committing = {}
+                self._version += 1
+                self._generation += 1
+        old.close()
+
+    def _apply_record(self, path: str, change: _Change) -> None:
+        """Update the committed record table after a change is committed."""
+        if change.record is None:
+            self._records.pop(path, None)
+            self._counts.pop(path, None)
+        else:
+            self._records[path] = change.record
+            self._counts[path] = len(change.entries)
+
+    def alive(self) -> bool:
+        """True while the index is open and its committer (once started) is running."""
+        return self._ix is not None and (self._thread is None or self._thread.is_alive())
+
+    @property
+    def generation(self) -> int:
+        """A counter that increases after every commit, to wait for one."""
+        return self._generation
+
+    # -- writes ------------------------------------------------------------------
+
+    def replace_file(self, record: FileRecord, entries: Sequence[Entry]) -> None:
+        """Queue: the file's documents become exactly `entries`; visible to reads at once."""
+        self._queue(record.path, _Change(record, tuple(entries)))
+
+    def remove_file(self, path: str) -> None:
+        """Queue the removal of a file's documents; hidden from reads at once."""
+        self._queue(path, _Change(None))
+
+    def _queue(self, path: str, change: _Change) -> None:
+        """Record a change in the overlay (and in a running rebuild's log) and wake the committer."""
+        with self._lock:
+            self._pending[path] = change
+            self._version += 1
+            if self._rebuild is not None:
+                self._rebuild.log[path] = change
+        self._wake.set()
+
+    # -- reads -------------------------------------------------------------------
+
+    def _overlay(self) -> dict[str, _Change]:
+        """Queued and committing changes by path, the newest winning (caller holds _lock)."""
+        if not self._pending:
+            return self._committing
+        return {**self._committing, **self._pending} if self._committing else self._pending
+
+    def file_records(self) -> dict[str, FileRecord]:
+        """Every indexed file's record, including queued changes."""
+        with self._lock:
+            records = dict(self._records)
+            for path, change in self._overlay().items():
+                if change.record is None:
+                    records.pop(path, None)
+                else:
+                    records[path] = change.record
+        return records
+
+    def entries_for(self, path: str) -> list[Entry]:
+        """The current entries of one file, by line, including queued changes."""
+        with self._search_lock:
+            with self._lock:
+                change = self._overlay().get(path)
+            if change is not None:
+                entries = list(change.entries)
+            else:
+                docs = self._searcher.documents(path=path)
+                entries = [_entry(doc) for doc in docs if doc.get("kind") != _FILE]
+        return sorted(entries, key=lambda entry: entry.line)
+
+    def search(
+        self,
+        query: str,
+        *,
+        since: str | None = None,
+        roots: Sequence[str] | None = None,
+        type: str | None = None,
+        limit: int = 20,
+        snippet_chars: int = 240,
+    ) -> tuple[list[Hit], int]:
+        """Entries holding every query word, best first, newer first on ties; and the total."""
+        parts = _parse_query(query)
+        if limit < 1:
+            raise InvalidParams("invalid_params", f"limit must be at least 1, got {limit}")
+        filters = _Filters(since, None if roots is None else tuple(roots), type)
+        text_query = And([analysis.part_query(part) for part in parts])
+        with self._search_lock:
+            with self._lock:
+                overlay, version = self._overlay(), self._version
+            fresh = [e for e in _overlay_entries(overlay) if filters.accepts(e) and analysis.parts_match(e.text, parts)]
+            scored, total = self._committed_hits(text_query, filters, self._denied(overlay, version), limit)
+        ranked = _merge(fresh, scored)[:limit]
+        hits = [Hit(entry, score, analysis.snippet(entry.text, parts, snippet_chars)) for entry, score in ranked]
+        return hits, total + len(fresh)
+
+    def _committed_hits(
+        self, query: Query, filters: _Filters, denied: set[int], limit: int
+    ) -> tuple[list[tuple[Entry, float]], int]:
+        """Ranked matches in the committed index and their number (caller holds _search_lock)."""
+        allowed = self._allowed(filters)
+        if allowed is not None and not allowed:
+            return [], 0  # Whoosh reads an empty filter set as "no filter"
+        results = self._searcher.search(query, limit=limit, sortedby=_ORDER, filter=allowed, mask=denied or None)
+        # With a multi-facet sort, a hit's "score" is its sort key: (-score, -stamp).
+        scored = [(_entry(hit.fields()), -hit.score[0]) for hit in results]
+        return scored, len(results)
+
+    def _docset(self, key: object, query: Query) -> set[int]:
+        """The documents matching a filter query, cached until the searcher changes."""
+        found = self._cache.get(key)
+        if found is None:
+            if len(self._cache) >= _CACHE_SIZE:
+                self._cache.clear()
+            found = self._cache[key] = set(self._searcher.docs_for_query(query))
+        return found
+
+    def _allowed(self, filters: _Filters) -> set[int] | None:
+        """Documents passing the filters, or None when there are none to apply."""
+        clauses = filters.clauses()
+        return self._docset(filters, And(clauses)) if clauses else None
+
+    def _denied(self, overlay: dict[str, _Change], version: int) -> set[int]:
+        """Tombstoned documents and those of files the overlay replaces, cached per overlay version."""
+        tombstoned = self._docset(_TOMBSTONED, Term("status", _TOMBSTONED))
+        paths = [path for path in overlay if path in self._records]
+        if not paths:
+            return tombstoned
+        if self._mask_version != version:
+            replaced = {n for path in paths for n in self._searcher.document_numbers(path=path)}
+            self._mask, self._mask_version = tombstoned | replaced, version
+        return self._mask
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and state for `status`: entries and files include queued changes."""
+        with self._lock:
+            counts = dict(self._counts)
+            for path, change in self._overlay().items():
+                counts.pop(path, None)
+                if change.record is not None:
+                    counts[path] = len(change.entries)
+            queued = len(self._pending) + len(self._committing)
+            state = "closed" if self._ix is None else "rebuilding" if self._rebuild else "ready"
+        with self._search_lock:
+            segments = len(list(self._searcher.reader().leaf_readers())) if self._searcher else 0
+        return {
+            "entries": sum(counts.values()),
+            "files": len(counts),
+            "queued": queued,
+            "segments": segments,
+            "state": state,
+        }
+
+    # -- rebuild -----------------------------------------------------------------
+
+    def rebuild(self) -> Rebuild:
+        """Start building a fresh index beside the live one, which keeps answering."""
+        with self._lock:
+            if self._rebuild is not None:
+                raise RuntimeError("a rebuild is already running")
+            self._rebuild = Rebuild(self, self._state_dir / (_NEW + _utc_stamp()))
+            # Queued changes are re-applied at the end too, like those made during the build.
+            self._rebuild.log.update(self._overlay())
+            return self._rebuild
+
+    def _finish_rebuild(self, rebuild: Rebuild) -> None:
+        """Swap the rebuilt index in after re-applying the changes made while it was built."""
+        rebuild.commit_bulk()
+        with self._commit_lock:
+            with self._lock:
+                changes, self._rebuild = dict(rebuild.log), None
+            if changes:
+                _write_batch(rebuild.ix, changes, None)
+            with self._search_lock:
+                self._swap(rebuild.directory)
+        log.info("index rebuilt: %d files, %d entries", rebuild.files, rebuild.entries)
+
+    def _swap(self, directory: Path) -> None:
+        """Replace the live index directory by the rebuilt one (caller holds the locks)."""
+        trash = self._state_dir / (_TRASH + _utc_stamp())
+        old = self._searcher
+        os.replace(self._dir, trash)
+        os.replace(directory, self._dir)
+        self._write_manifest()
+        with self._lock:
+            self._load()
+            self._generation += 1
+            self._version += 1
+        old.close()
+        shutil.rmtree(trash, ignore_errors=True)
+
+    def _abort_rebuild(self, rebuild: Rebuild) -> None:
+        """Forget a rebuild; the live index is untouched."""
+        with self._lock:
+            if self._rebuild is rebuild:
+                self._rebuild = None
+
+
+class Rebuild:
+    """A fresh index being built from every file while the live one keeps answering."""
+
+    def __init__(self, index: Index, directory: Path) -> None:
+        self._index = index
+        self.directory = directory
+        self.log: dict[str, _Change] = {}
+        self.files = self.entries = 0
+        directory.mkdir(mode=0o700)
+        self.ix = whoosh_index.create_in(str(directory), index._schema)
+        self._writer: Any = self.ix.writer(limitmb=_WRITER_MB)
+
+    def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
+        """Add one file with its entries to the new index."""
+        _add_file(self._writer, record, entries)
+        self.files += 1
+        self.entries += len(entries)
+
+    def commit_bulk(self) -> None:
+        """Write everything added so far as the new index's first segment."""
+        if self._writer is not None:
+            self._writer.commit()
+            self._writer = None
+
+    def finish(self) -> None:
+        """Swap the new index in; changes made to the live index meanwhile are kept."""
+        try:
+            self._index._finish_rebuild(self)
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Discard the new index."""
+        if self._writer is not None:
+            self._writer.cancel()
+            self._writer = None
+        self._index._abort_rebuild(self)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _read_records(searcher: Any) -> tuple[dict[str, FileRecord], dict[str, int]]:
+    """Every file record and entry count stored in an index."""
+    records: dict[str, FileRecord] = {}
+    counts: dict[str, int] = {}
+    for doc in searcher.documents(record=_FILE):
+        records[doc["path"]] = _record(doc)
+        counts[doc["path"]] = doc.get("count", 0)
+    return records, counts
+
+
+def _parse_query(query: str) -> list[analysis.Part]:
+    """The required parts of a query; refuse a query with nothing to search for."""
+    if not query.strip():
+        raise InvalidParams("invalid_query", "the query is empty")
+    parts = analysis.query_parts(query)
+    if not parts:
+        raise InvalidParams("invalid_query", f"the query {query!r} has no letters or digits to search for")
+    return parts
+
+
+def _overlay_entries(overlay: dict[str, _Change]) -> Iterator[Entry]:
+    """Every entry of the overlaid files."""
+    for change in overlay.values():
+        yield from change.entries
+
+
+def _merge(fresh: Iterable[Entry], scored: list[tuple[Entry, float]]) -> list[tuple[Entry, float]]:
+    """Uncommitted matches first (newest first, scored as the best hit), then the ranked committed ones."""
+    best = scored[0][1] if scored else 1.0
+    newest = sorted(fresh, key=lambda entry: (entry.date, entry.time), reverse=True)
+    return [(entry, best) for entry in newest] + scored

@@ -1,0 +1,110 @@
+"""The method table: each socket method's params schema, handler, and agent-tool description."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from braind import schema as s
+from braind.entries import TYPES
+from braind.errors import MethodNotFound
+from braind.service import Memory
+
+
+@dataclass(frozen=True)
+class Method:
+    """A socket method; `tool` says whether agents see it in the `tools` listing."""
+
+    name: str
+    params: dict[str, Any]
+    handler: Callable[..., Any]
+    description: str
+    tool: bool = False
+
+
+_PROJECT = s.string("Absolute path of the project directory whose memory (<project>/.agents/.memory) to use.")
+_TRIGGERS = s.strings("Triggers that recall this entry later: file:<name>, tool:<name> or err:<code>.", 32)
+
+
+def _note_params() -> dict[str, Any]:
+    """Params of brain_note."""
+    return s.obj(
+        ("text",),
+        text=s.string("What to remember, in one or a few sentences; newlines are folded to spaces."),
+        type=s.string("Kind of memory.", enum=list(TYPES)),
+        key=s.string("Optional key; a newer entry with the same key supersedes the older one."),
+        triggers=_TRIGGERS,
+        project=_PROJECT,
+        session=s.string("The agent session that writes, for the record."),
+        approved=s.boolean("The user approved this write (needed for decisions when approval is fail-closed)."),
+    )
+
+
+def _recall_params(max_results: int) -> dict[str, Any]:
+    """Params of brain_recall."""
+    return s.obj(
+        ("query",),
+        query=s.string(
+            "Words that must all occur in an entry (prefixes match; Chinese/Japanese/Korean by characters)."
+        ),
+        limit=s.integer("Most hits to return.", 1, 500),
+        days=s.integer("Search the last N calendar days.", 1, 365),
+        type=s.string("Only entries of this type.", enum=list(TYPES)),
+        project=_PROJECT,
+        realm=s.string("Only the user or only the project memory.", enum=["user", "project"]),
+    )
+
+
+def _inject_params() -> dict[str, Any]:
+    """Params of inject."""
+    return s.obj(
+        ("session",),
+        session=s.string("Agent session id; the snapshot of frozen parts is kept per session."),
+        turn=s.integer("Turn number within the session; each (session, turn) is served once.", 0, 1 << 40),
+        project=_PROJECT,
+        signals={"type": "object", "description": "The turn's signals: {cwd, tools: [{tool, files, error}]}."},
+    )
+
+
+def build(memory: Memory) -> dict[str, Method]:
+    """Bind every method to the services of one daemon."""
+    methods = [
+        Method(
+            "brain_note",
+            _note_params(),
+            memory.brain_note,
+            "Append a fact worth remembering to today's diary. It is recallable at once.",
+            tool=True,
+        ),
+        Method(
+            "brain_recall",
+            _recall_params(memory.config.recall.max_results),
+            memory.brain_recall,
+            "Search past diary entries: every query word must match (multi-word AND).",
+            tool=True,
+        ),
+        Method("inject", _inject_params(), memory.inject, "The memory block for one agent turn."),
+        Method("status", s.obj(), memory.status, "Daemon health, roots, index state and rejected files."),
+        Method("reindex", s.obj(), memory.reindex, "Rebuild the index from the memory files."),
+    ]
+    table = {m.name: m for m in methods}
+    table["tools"] = Method("tools", s.obj(), lambda: tools(table), "The agent tool set with JSON Schemas.")
+    return table
+
+
+def tools(table: dict[str, Method]) -> list[dict[str, Any]]:
+    """The agent-facing tools: name, description and input schema (SPEC §3 `tools`)."""
+    return [{"name": m.name, "description": m.description, "inputSchema": m.params} for m in table.values() if m.tool]
+
+
+def dispatcher(table: dict[str, Method]) -> Callable[[str, dict[str, Any]], Any]:
+    """A function that validates params and calls the method's handler."""
+
+    def dispatch(name: str, params: dict[str, Any]) -> Any:
+        method = table.get(name)
+        if method is None:
+            raise MethodNotFound("unknown_method", f"unknown method {name!r}; see the `tools` and `status` methods")
+        return method.handler(**s.validate(method.params, params))
+
+    return dispatch

@@ -1,0 +1,62 @@
+"""Human output of the CLI: status, hits, and a progress bar."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TextIO
+
+
+def status(s: dict[str, Any]) -> str:
+    """A few readable lines about the daemon's health."""
+    index, watcher = s.get("index", {}), s.get("watcher", {})
+    lines = [
+        f"braind {s['version']}: {s.get('state', '?')}, pid {s['pid']}, up {s['uptime']:.0f} s, config {s['config']}",
+        f"index: {index.get('state')}, {index.get('entries')} entries in {index.get('files')} files",
+        f"watcher: {watcher.get('state')}" + (f" ({watcher['reason']})" if watcher.get("reason") else ""),
+    ]
+    for root in s["roots"]:
+        state = "ok" if root["available"] else f"unavailable ({root['reason']})"
+        lines.append(f"root [{root['realm']}] {root['path']}: {state}")
+    lines += [f"rejected: {_problem(p)}" for p in s["rejected"]]
+    lines += [f"skipped: {_problem(p)}" for p in s["skipped_lines"]]
+    return "\n".join(lines)
+
+
+def _problem(p: dict[str, Any]) -> str:
+    """path[:line]: reason: message."""
+    where = p["path"] if p.get("line") is None else f"{p['path']}:{p['line']}"
+    return f"{where}: {p['reason']}: {p['message']}"
+
+
+def hits(result: dict[str, Any]) -> str:
+    """One block per hit, newest relevance first, then the total."""
+    lines = []
+    for hit in result["hits"]:
+        kind = "" if hit["type"] == "note" else f" [{hit['type']}]"
+        lines.append(f"{hit['date']} {hit['time']}{kind} {hit['snippet']}  ({hit['fp']})")
+    lines.append(f"{result['total']} match{'es' if result['total'] != 1 else ''}")
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress bar on a terminal, redrawn at most ten times a second."""
+
+    def __init__(self, stream: TextIO, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self.last = 0.0
+
+    def update(self, done: int, total: int) -> None:
+        """Redraw the bar for done of total."""
+        now = time.monotonic()
+        if now - self.last < 0.1 and done < total:
+            return
+        self.last = now
+        filled = self.width * done // total if total else self.width
+        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} files")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        """End the bar's line."""
+        self.stream.write("\n")
+        self.stream.flush()

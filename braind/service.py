@@ -1,0 +1,259 @@
+"""The diary services behind the socket: note, recall, inject, status and reindex."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from braind import __version__
+from braind.config import Config
+from braind.entries import Entry, GrammarError, Line, make_meta, render_line
+from braind.errors import BraindError, InvalidParams
+from braind.fsutil import append_line
+from braind.index import Index
+from braind.inject import TurnLedger, assemble, diary_part
+from braind.problems import Problems
+from braind.roots import Root, ensure_root, project_root, user_root
+from braind.sync import Report, Syncer, load_file, root_available, walk
+from braind.validate import clean_note, open_dir
+
+Clock = Callable[[], dt.datetime]
+IMPORTANT_TYPES = ("decision",)
+
+
+def local_now() -> dt.datetime:
+    """The local wall-clock time, which names diary days and stamps entries."""
+    return dt.datetime.now().astimezone()
+
+
+class Memory:
+    """Every operation on memory, independent of the socket that exposes it."""
+
+    def __init__(self, config: Config, index: Index, syncer: Syncer, problems: Problems, clock: Clock = local_now):
+        self.config = config
+        self.index = index
+        self.syncer = syncer
+        self.problems = problems
+        self.clock = clock
+        self.user = user_root(config.memory_root)
+        self.projects = [project_root(p) for p in config.projects if p.is_dir()]
+        self.ledger = TurnLedger()
+        self.started = time.monotonic()
+        self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}
+        self.reindexing: dict[str, int] | None = None
+        self._reindex_lock = threading.Lock()
+
+    def roots(self) -> list[Root]:
+        """Every root the daemon watches: the user root, then configured projects."""
+        return [self.user, *self.projects]
+
+    def root_for(self, project: str | None) -> Root:
+        """The root a write goes to: the project's when one is named."""
+        return project_root(project) if project else self.user
+
+    def visible_roots(self, project: str | None, realm: str | None = None) -> list[Root]:
+        """What a request sees: the user root plus at most the one named project."""
+        roots = [self.user] + ([project_root(project)] if project else [])
+        return [r for r in roots if realm is None or r.realm == realm]
+
+    def brain_note(
+        self,
+        text: str,
+        type: str = "note",
+        key: str | None = None,
+        triggers: Sequence[str] = (),
+        project: str | None = None,
+        session: str | None = None,
+        approved: bool = False,
+    ) -> dict[str, Any]:
+        """Append one entry to today's diary, durably, and make it recallable before replying."""
+        meta = _meta(type, key, tuple(triggers))
+        self.require_approval(meta.type in IMPORTANT_TYPES, approved, f"a {meta.type} entry")
+        body = clean_note(text, self.config.note.max_bytes)
+        now = self.clock()
+        line = Line(now.strftime("%H:%M"), body, meta)
+        root = self.root_for(project)
+        return self._append(root, now.date().isoformat(), line)
+
+    def _append(self, root: Root, date: str, line: Line) -> dict[str, Any]:
+        """Write the line, re-read the day file into the index, and find the new entry."""
+        name = f"{date}.md"
+        with self.syncer.lock:
+            ensure_root(root)
+            dir_fd = open_dir(root.path, ("diary",), create=True)
+            try:
+                append_line(dir_fd, name, render_line(line))
+            finally:
+                os.close(dir_fd)
+            loaded = self.syncer.sync_file(root, Path("diary", name))
+        entry = _last_matching(loaded.entries, line)
+        return {"fp": entry.fp if entry else None, "path": loaded.path, "date": date, "time": line.time}
+
+    def require_approval(self, important: bool, approved: bool, what: str) -> None:
+        """Fail closed on important writes that carry no approval (SPEC §6)."""
+        if important and not approved and self.config.approval.mode == "fail-closed":
+            raise BraindError(
+                "approval_required", f"{what} needs approval: ask the user, then retry with approved=true"
+            )
+
+    def brain_recall(
+        self,
+        query: str,
+        limit: int | None = None,
+        days: int | None = None,
+        type: str | None = None,
+        project: str | None = None,
+        realm: str | None = None,
+    ) -> dict[str, Any]:
+        """Multi-word AND search over the recent days of the visible roots."""
+        days = days or self.config.recall.scan_days
+        since = (self.clock().date() - dt.timedelta(days=days - 1)).isoformat()
+        roots = [str(r.path) for r in self.visible_roots(project, realm)]
+        hits, total = self.index.search(
+            query,
+            since=since,
+            roots=roots,
+            type=type,
+            limit=limit or self.config.recall.max_results,
+            snippet_chars=self.config.recall.snippet_chars,
+        )
+        return {"hits": [_hit(h.entry, h.snippet, h.score) for h in hits], "total": total}
+
+    def inject(
+        self, session: str, turn: int | None = None, project: str | None = None, signals: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The memory block for one turn, served once per (session, turn)."""
+        if turn is not None and not self.ledger.first(session, turn):
+            return {"text": "", "bytes": 0, "parts": [], "skipped": "already_injected"}
+        parts = [p for p in [diary_part(self._recent_diary(project), self.config.inject.max_bytes)] if p]
+        text = assemble(parts)
+        skipped = None if text else "empty"
+        return {
+            "text": text,
+            "bytes": len(text.encode("utf-8")),
+            "parts": [p.describe() for p in parts],
+            "skipped": skipped,
+        }
+
+    def _recent_diary(self, project: str | None) -> list[Entry]:
+        """Live entries of the last inject.diary_days diary days of the visible roots."""
+        today = self.clock().date()
+        days = [(today - dt.timedelta(days=n)).isoformat() for n in range(self.config.inject.diary_days)]
+        found: list[Entry] = []
+        for root in self.visible_roots(project):
+            for day in days:
+                found += self.index.entries_for(str(root.path / "diary" / f"{day}.md"))
+        return [e for e in found if e.status != "tombstoned"]
+
+    def status(self) -> dict[str, Any]:
+        """Everything a person needs to see whether memory is healthy."""
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptime": round(time.monotonic() - self.started, 3),
+            "config": self.config.source,
+            "roots": [_root_status(r) for r in self.roots()],
+            "index": self.index.stats(),
+            "generation": self.index.generation,
+            "watcher": self.health(),
+            "rejected": [_problem(p) for p in self.problems.files()],
+            "skipped_lines": [_problem(p) for p in self.problems.lines()],
+            "reindex": self.reindexing,
+        }
+
+    def reconcile(self, roots: Sequence[Root] | None = None) -> Report:
+        """Bring the index in line with the disk for the given roots (all by default)."""
+        total = Report()
+        for root in roots or self.roots():
+            report = self.syncer.reconcile(root)
+            for key, value in report.as_dict().items():
+                setattr(total, key, getattr(total, key) + value)
+        return total
+
+    def reindex(self) -> dict[str, Any]:
+        """Rebuild the index from the files while the old one keeps answering."""
+        if not self._reindex_lock.acquire(blocking=False):
+            raise BraindError("busy", "a reindex is already running")
+        try:
+            return self._rebuild()
+        finally:
+            self.reindexing = None
+            self._reindex_lock.release()
+
+    def _rebuild(self) -> dict[str, Any]:
+        """Load every file of every root into a fresh index, then swap it in."""
+        started = time.monotonic()
+        todo = [(root, rel) for root in self.roots() if root_available(root) for rel in walk(root)]
+        self.reindexing = {"done": 0, "total": len(todo)}
+        rebuild = self.index.rebuild()
+        entries = files = 0
+        try:
+            for done, (root, rel) in enumerate(todo, start=1):
+                loaded = load_file(root, rel, self.config.files)
+                self.problems.set(loaded.path, loaded.problems)
+                if loaded.record is not None:
+                    rebuild.add(loaded.record, loaded.entries)
+                    files, entries = files + 1, entries + len(loaded.entries)
+                self.reindexing = {"done": done, "total": len(todo)}
+            rebuild.finish()
+        except BaseException:
+            rebuild.abort()
+            raise
+        return {"files": files, "entries": entries, "seconds": round(time.monotonic() - started, 3)}
+
+
+def _meta(type: str, key: str | None, triggers: tuple[str, ...]) -> Any:
+    """Build entry metadata, turning grammar errors into invalid params."""
+    try:
+        return make_meta(type, key, triggers)
+    except GrammarError as exc:
+        raise InvalidParams("invalid_params", str(exc)) from None
+
+
+def _last_matching(entries: Sequence[Entry], line: Line) -> Entry | None:
+    """The newest entry that is the line just written."""
+    for entry in reversed(entries):
+        if (entry.time, entry.text, entry.type, entry.key, entry.triggers) == (
+            line.time,
+            line.text,
+            line.meta.type,
+            line.meta.key,
+            line.meta.triggers,
+        ):
+            return entry
+    return None
+
+
+def _hit(entry: Entry, snippet: str, score: float) -> dict[str, Any]:
+    """One recall hit as the wire carries it."""
+    return {
+        "fp": entry.fp,
+        "path": entry.path,
+        "line": entry.line,
+        "date": entry.date,
+        "time": entry.time,
+        "type": entry.type,
+        "key": entry.key,
+        "triggers": list(entry.triggers),
+        "realm": entry.realm,
+        "text": entry.text,
+        "snippet": snippet,
+        "score": round(score, 4),
+    }
+
+
+def _root_status(root: Root) -> dict[str, Any]:
+    """A root's path, realm and whether it can be read now."""
+    available = root_available(root)
+    reason = None if available else ("symlink" if root.path.is_symlink() else "missing")
+    return {"path": str(root.path), "realm": root.realm, "available": available, "reason": reason}
+
+
+def _problem(problem: Any) -> dict[str, Any]:
+    """A rejection or skipped line as the wire carries it."""
+    return {"path": problem.path, "line": problem.line, "reason": problem.reason, "message": problem.message}

@@ -1,0 +1,106 @@
+"""The analyzer, the query translation and the pure-Python matcher that mirrors it."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+from braind import analysis
+from whoosh.query import Phrase, Term
+
+
+def tokens(text: str) -> list[tuple[str, int]]:
+    """(term, position) pairs as the index sees them."""
+    return [(t.text, t.pos) for t in analysis.analyzer()(text, positions=True)]
+
+
+def test_words_are_folded_and_split_on_punctuation() -> None:
+    assert tokens("Hello, CAFÉ-naïve   world_2!") == [("hello", 0), ("cafe", 1), ("naive", 2), ("world_2", 3)]
+
+
+def test_decomposed_accents_and_full_width_letters_fold_too() -> None:
+    assert tokens("cafe\u0301 ＡＰＩ") == [("cafe", 0), ("api", 1)]
+
+
+def test_cjk_run_gives_characters_and_bigrams_at_the_first_characters_position() -> None:
+    assert tokens("乌龙茶") == [("乌", 0), ("乌龙", 0), ("龙", 1), ("龙茶", 1), ("茶", 2)]
+
+
+def test_mixed_word_splits_into_script_runs() -> None:
+    assert tokens("API限流 ok") == [("api", 0), ("限", 1), ("限流", 1), ("流", 2), ("ok", 3)]
+
+
+@pytest.mark.parametrize("text", ["データベース", "서버배포", "我的データ"])
+def test_japanese_and_korean_are_cjk_runs(text: str) -> None:
+    terms = [term for term, _ in tokens(text)]
+    assert terms[0] == text[0] and terms[1] == text[:2] and len(terms) == 2 * len(text) - 1
+
+
+def test_character_offsets_when_asked() -> None:
+    offsets = [(t.text, t.startchar, t.endchar) for t in analysis.analyzer()("ab 茶叶", chars=True)]
+    assert offsets == [("ab", 0, 2), ("茶", 3, 4), ("茶叶", 3, 5), ("叶", 4, 5)]
+
+
+def test_analyzer_pickles_with_the_schema() -> None:
+    copy = pickle.loads(pickle.dumps(analysis.analyzer()))
+    assert [t.text for t in copy("Café 茶叶")] == ["cafe", "茶", "茶叶", "叶"]
+
+
+def test_query_clauses_per_kind_of_word() -> None:
+    assert [type(q) for q in analysis.query_clauses("Deploy")] == [analysis.WordPrefix]
+    assert analysis.query_clauses("Deploy")[0].text == "deploy"
+    assert analysis.query_clauses("茶") == [Term("text", "茶")]
+    assert analysis.query_clauses("乌龙") == [Term("text", "乌龙")]
+    assert analysis.query_clauses("乌龙茶") == [Phrase("text", ["乌龙", "龙茶"])]
+    mixed = analysis.query_clauses("API限流")
+    assert mixed[0].text == "api" and mixed[1] == Term("text", "限流")
+    assert analysis.query_clauses("--") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("We deployed it", ["deploy"]),
+        ("we DEPLOYS", ["Deploy"]),
+        ("un café noir", ["CAFÉ", "noir"]),
+        ("我最喜欢的饮料是乌龙茶", ["乌龙茶"]),
+        ("我最喜欢的饮料是乌龙茶", ["茶"]),
+        ("hit the API限流 today", ["api限流"]),
+        ("hit the API限流 today", ["限流", "hit"]),
+        ("anything", []),
+    ],
+)
+def test_text_matches(text: str, words: list[str]) -> None:
+    assert analysis.text_matches(text, words)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("We deployed it", ["ployed"]),
+        ("We deployed it", ["deploy", "missing"]),
+        ("我最喜欢的饮料是乌龙茶", ["龙乌"]),
+        ("乌龙 茶", ["乌龙茶"]),
+        ("API only", ["api限流"]),
+    ],
+)
+def test_text_does_not_match(text: str, words: list[str]) -> None:
+    assert not analysis.text_matches(text, words)
+
+
+def test_snippet_is_short_text_unchanged_on_one_line() -> None:
+    parts = analysis.query_parts("b")
+    assert analysis.snippet("a\n  b", parts, 240) == "a b"
+
+
+def test_snippet_surrounds_the_first_match_within_the_budget() -> None:
+    text = "x" * 500 + " needle " + "y" * 500
+    snip = analysis.snippet(text, analysis.query_parts("needle"), 60)
+    assert len(snip) <= 60 and "needle" in snip
+    assert snip.startswith("…") and snip.endswith("…")
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 7, 240])
+def test_snippet_never_exceeds_the_limit(limit: int) -> None:
+    text = "茶" * 300 + " tail"
+    assert len(analysis.snippet(text, analysis.query_parts("tail"), limit)) <= limit

@@ -1,0 +1,135 @@
+"""The `braind` command as a person uses it: help, output, errors, start/stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from braind.cli import build_parser
+from tests.conftest import REPO, Daemon, run_cli, today, wait_until
+
+COMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_and_common_options(command: str) -> None:
+    out = run_cli(command, "--help", check=True).stdout
+    for option in ("--config", "--socket", "--json"):
+        assert option in out
+
+
+def test_readme_documents_every_command() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    missing = [c for c in COMMANDS if f"braind {c}" not in readme]
+    assert missing == []
+
+
+def test_console_script_is_installed() -> None:
+    local = Path(sys.executable).parent / "braind"
+    script = str(local) if local.exists() else shutil.which("braind")
+    assert script, "the braind console script is not installed"
+    out = subprocess.run([script, "--version"], capture_output=True, text=True, check=True).stdout
+    assert re.match(r"braind \d+\.\d+\.\d+", out)
+
+
+def test_note_recall_status_through_the_cli(daemon: Daemon) -> None:
+    noted = run_cli("note", "the", "cli", "remembers", "persimmons", config=daemon.config_path, check=True)
+    assert noted.stdout.startswith("noted ")
+    human = run_cli("recall", "persimmons", "cli", config=daemon.config_path, check=True).stdout
+    assert "the cli remembers persimmons" in human and "1 match" in human
+    as_json = json.loads(run_cli("recall", "persimmons", "--json", config=daemon.config_path, check=True).stdout)
+    assert as_json["total"] == 1 and as_json["hits"][0]["date"] == today()
+    status = run_cli("status", config=daemon.config_path, check=True).stdout
+    assert "ready" in status and "1 entries" in status
+    assert json.loads(run_cli("tools", "--json", config=daemon.config_path, check=True).stdout)[0]["name"]
+
+
+def test_inject_and_reindex_through_the_cli(daemon: Daemon) -> None:
+    run_cli("note", "inject", "me", config=daemon.config_path, check=True)
+    block = run_cli("inject", "--session", "cli", "--turn", "1", config=daemon.config_path, check=True).stdout
+    assert "inject me" in block and block.startswith("<memory")
+    again = run_cli("inject", "--session", "cli", "--turn", "1", config=daemon.config_path, check=True).stdout
+    assert "already_injected" in again
+    out = run_cli("reindex", config=daemon.config_path, check=True).stdout
+    assert out.startswith("reindexed 1 entries from 1 files")
+
+
+def test_errors_are_one_line_with_reason_and_nonzero_exit(daemon: Daemon) -> None:
+    result = run_cli("note", "bad\x1bescape", config=daemon.config_path)
+    assert result.returncode == 1
+    assert result.stderr == "braind: error: control_char: text contains a control character\n"
+
+
+def test_no_daemon_is_a_clear_error(short_tmp: Path) -> None:
+    result = run_cli("status", "--socket", str(short_tmp / "none.sock"))
+    assert result.returncode == 1
+    assert result.stderr.startswith("braind: error: daemon_unavailable: ")
+
+
+def test_bad_config_is_a_clear_error(short_tmp: Path) -> None:
+    config = short_tmp / "bad.yaml"
+    config.write_text("recall:\n  snippet_chars: 5000\n")
+    result = run_cli("status", config=config)
+    assert result.returncode == 1
+    assert "recall.snippet_chars: 5000 is out of range; allowed: 1 to 4000" in result.stderr
+
+
+def test_check_reports_every_rejection(short_tmp: Path) -> None:
+    root = short_tmp / "root"
+    (root / "diary").mkdir(parents=True)
+    (root / "diary" / "2026-02-30.md").write_text("[10:00] x\n")
+    (root / "diary" / "2026-01-01.md").write_text("[10:00] fine\nnot a line\n")
+    result = run_cli("check", str(root))
+    assert result.returncode == 1
+    assert f"{root}/diary/2026-02-30.md: invalid_date: " in result.stdout
+    assert f"{root}/diary/2026-01-01.md:2: bad_line: " in result.stdout
+    (root / "diary" / "2026-02-30.md").unlink()
+    (root / "diary" / "2026-01-01.md").write_text("[10:00] fine\n")
+    clean = run_cli("check", str(root))
+    assert clean.returncode == 0 and "1 files, 1 entries, 0 rejected files, 0 skipped lines" in clean.stdout
+
+
+def test_start_detaches_and_stop_stops(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    d = make_daemon(start=False)
+    d.write_config()
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "INVOCATION_ID")}
+    started = run_cli("start", "--json", config=d.config_path, env=env)
+    assert started.returncode == 0, started.stderr
+    pid = json.loads(started.stdout)["pid"]
+    try:
+        assert d.call("status")["pid"] == pid
+        assert os.getsid(pid) != os.getsid(0) and os.getppid() != pid
+        assert "Umask:\t0077" in Path(f"/proc/{pid}/status").read_text()
+        again = run_cli("start", config=d.config_path, env=env)
+        assert again.returncode == 1 and "already_running" in again.stderr
+        assert run_cli("note", "detached", "note", config=d.config_path, env=env).returncode == 0
+        assert (d.socket.parent / "braind.pid").read_text().strip() == str(pid)
+    finally:
+        stopped = run_cli("stop", config=d.config_path, env=env)
+    assert stopped.returncode == 0, stopped.stderr
+    wait_until(lambda: not _alive(pid), 10, "daemon gone")
+    assert not d.socket.exists()
+
+
+def test_start_refused_under_systemd(make_daemon) -> None:  # type: ignore[no-untyped-def]
+    d = make_daemon(start=False)
+    d.write_config()
+    result = run_cli("start", config=d.config_path, env={**os.environ, "INVOCATION_ID": "0123abcd"})
+    assert result.returncode == 1 and "under_systemd" in result.stderr
+
+
+def _alive(pid: int) -> bool:
+    """True while the process exists."""
+    try:
+        os.kill(pid, signal.SIG_DFL)
+    except ProcessLookupError:
+        return False
+    return True

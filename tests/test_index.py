@@ -1,0 +1,493 @@
+"""The index against real Whoosh in a temp dir: matching, read-your-writes, recovery, rebuild, threads."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from braind import analysis
+from braind.entries import Entry
+from braind.errors import InvalidParams
+from braind.index import SCHEMA_VERSION, FileRecord, Index
+
+ROOT = "/mem/user"
+OTHER = "/mem/project"
+
+
+def entry(text: str, line: int = 1, date: str = "2026-01-10", time: str = "10:00", **kw: object) -> Entry:
+    """An entry of the diary file of its date."""
+    root = str(kw.pop("root", ROOT))
+    return Entry(root=root, realm="user", path=f"diary/{date}.md", line=line, date=date, time=time, text=text, **kw)  # type: ignore[arg-type]
+
+
+def record(name: str, root: str = ROOT) -> FileRecord:
+    """A file record for a path under a root."""
+    return FileRecord(root=root, path=f"{root}/{name}", size=1, mtime_ns=1, sha256="0" * 64)
+
+
+def put(index: Index, name: str, *entries: Entry, root: str = ROOT) -> FileRecord:
+    """Queue one file with its entries."""
+    rec = record(name, root)
+    index.replace_file(rec, entries)
+    return rec
+
+
+def texts(index: Index, query: str, **kw: object) -> list[str]:
+    """The texts of the hits of a query, best first."""
+    return [hit.entry.text for hit in index.search(query, **kw)[0]]  # type: ignore[arg-type]
+
+
+def wait_for(predicate: object, timeout: float = 10.0) -> None:
+    """Poll a condition with a deadline instead of sleeping a fixed time."""
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def index(state: Path) -> Iterator[Index]:
+    ix = Index(state, "identity-1")
+    assert ix.open() is True
+    yield ix
+    ix.close()
+
+
+@pytest.fixture(params=["queued", "committed"])
+def visible(request: pytest.FixtureRequest, index: Index) -> Iterator[Index]:
+    """The same index, searched before and after a commit: results must not differ."""
+    yield index
+    if request.param == "committed":
+        index.commit()
+
+
+# -- matching ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("committed", [False, True])
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("乌龙茶", True),
+        ("茶", True),
+        ("饮料 乌龙", True),
+        ("龙乌", False),
+        ("データ", True),
+        ("ベース", True),
+        ("서버", True),
+        ("배포", True),
+        ("api限流", True),
+        ("限流", True),
+        ("API 限流", True),
+        ("CAFÉ", True),
+        ("cafe", True),
+        ("deploy", True),
+        ("DEPLOYS", True),
+        ("ployed", False),
+        ("deploy missing", False),
+    ],
+)
+def test_matching(index: Index, committed: bool, query: str, found: bool) -> None:
+    put(
+        index,
+        "diary/2026-01-10.md",
+        entry("我最喜欢的饮料是乌龙茶", 1),
+        entry("データベースの移行 and 서버 배포", 2),
+        entry("hit the API限流 again", 3),
+        entry("the Café deployed twice, deploys daily", 4),
+    )
+    if committed:
+        index.commit()
+    assert (index.search(query)[1] > 0) is found
+
+
+def test_and_needs_every_word(visible: Index) -> None:
+    put(visible, "diary/2026-01-10.md", entry("alpha beta", 1), entry("alpha only", 2), entry("beta only", 3))
+    assert texts(visible, "alpha beta") == ["alpha beta"]
+
+
+def test_index_and_python_matcher_agree(index: Index) -> None:
+    rng = random.Random(7)
+    alphabet = ["de", "ploy", "ca", "fé", "CA", " ", " ", "乌", "龙", "茶", "ー", "데", "-"]
+    corpus = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(150)]
+    put(index, "diary/2026-01-10.md", *(entry(t, i) for i, t in enumerate(corpus, start=1)))
+    index.commit()
+    for _ in range(150):
+        query = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
+        if not analysis.query_parts(query):
+            continue
+        expected = sorted(t for t in corpus if analysis.text_matches(t, query.split()))
+        assert sorted(texts(index, query, limit=500)) == expected, query
+
+
+# -- read-your-writes -------------------------------------------------------------
+
+
+def test_queued_write_is_found_before_any_commit(index: Index) -> None:
+    generation = index.generation
+    put(index, "diary/2026-01-10.md", entry("fresh note about kafka"))
+    assert texts(index, "kafka") == ["fresh note about kafka"]
+    assert index.generation == generation
+
+
+def test_remove_hides_at_once_and_after_commit(index: Index) -> None:
+    rec = put(index, "diary/2026-01-10.md", entry("kafka"))
+    index.commit()
+    index.remove_file(rec.path)
+    assert texts(index, "kafka") == []
+    assert rec.path not in index.file_records()
+    index.commit()
+    assert texts(index, "kafka") == []
+    assert index.entries_for(rec.path) == []
+
+
+def test_replace_hides_the_old_entries_at_once(index: Index) -> None:
+    put(index, "diary/2026-01-10.md", entry("old kafka"))
+    index.commit()
+    put(index, "diary/2026-01-10.md", entry("new kafka"))
+    assert texts(index, "kafka") == ["new kafka"]
+    index.commit()
+    assert texts(index, "kafka") == ["new kafka"]
+    assert index.search("kafka")[1] == 1
+
+
+def test_file_records_and_entries_include_queued_changes(index: Index) -> None:
+    first = put(index, "diary/2026-01-10.md", entry("b", 2), entry("a", 1))
+    assert index.file_records() == {first.path: first}
+    assert [e.text for e in index.entries_for(first.path)] == ["a", "b"]
+    index.commit()
+    assert index.file_records() == {first.path: first}
+    assert [e.line for e in index.entries_for(first.path)] == [1, 2]
+
+
+def test_entries_round_trip_through_the_index(index: Index) -> None:
+    original = entry(
+        "a decision", 3, kind="logentry", type="decision", key="db", triggers=("file:app.py", "err:E1"), occurrence=2
+    )
+    rec = put(index, "logs/x.md", original)
+    index.commit()
+    assert index.entries_for(rec.path) == [original]
+    assert index.search("decision")[0][0].entry.fp == original.fp
+
+
+def test_background_committer_commits_within_its_interval(state: Path) -> None:
+    ix = Index(state, "identity-1", commit_ms=20)
+    ix.open()
+    ix.start()
+    try:
+        before = ix.generation
+        put(ix, "diary/2026-01-10.md", entry("kafka"))
+        wait_for(lambda: ix.generation > before and ix.stats()["queued"] == 0)
+        assert ix.alive() and texts(ix, "kafka") == ["kafka"]
+    finally:
+        ix.close()
+    assert not ix.alive()
+
+
+def test_close_commits_what_is_queued(state: Path) -> None:
+    ix = Index(state, "identity-1")
+    ix.open()
+    put(ix, "diary/2026-01-10.md", entry("kafka"))
+    ix.close()
+    again = Index(state, "identity-1")
+    assert again.open() is False
+    try:
+        assert texts(again, "kafka") == ["kafka"]
+    finally:
+        again.close()
+
+
+# -- filters, order, limits -------------------------------------------------------
+
+
+def test_since_is_an_inclusive_lower_bound_on_the_date(visible: Index) -> None:
+    for day in ("2026-01-09", "2026-01-10", "2026-01-11"):
+        put(visible, f"diary/{day}.md", entry(f"kafka {day}", date=day))
+    assert sorted(texts(visible, "kafka", since="2026-01-10")) == ["kafka 2026-01-10", "kafka 2026-01-11"]
+    assert texts(visible, "kafka", since="2027-01-01") == []
+
+
+def test_roots_restrict_to_the_listed_roots(visible: Index) -> None:
+    put(visible, "diary/2026-01-10.md", entry("kafka user"))
+    put(visible, "diary/2026-01-10.md", entry("kafka project", root=OTHER), root=OTHER)
+    assert texts(visible, "kafka", roots=[OTHER]) == ["kafka project"]
+    assert len(texts(visible, "kafka", roots=[ROOT, OTHER])) == 2
+    assert texts(visible, "kafka", roots=[]) == []
+
+
+def test_type_filters(visible: Index) -> None:
+    put(visible, "diary/2026-01-10.md", entry("kafka note", 1), entry("kafka fact", 2, type="fact"))
+    assert texts(visible, "kafka", type="fact") == ["kafka fact"]
+    assert texts(visible, "kafka", type="note") == ["kafka note"]
+
+
+def test_tombstoned_entries_never_come_back(visible: Index) -> None:
+    put(visible, "diary/2026-01-10.md", entry("kafka gone", 1, status="tombstoned"), entry("kafka pinned", 2, status="pinned"))
+    assert texts(visible, "kafka") == ["kafka pinned"]
+    assert visible.search("kafka")[1] == 1
+
+
+def test_ties_are_broken_newer_first(visible: Index) -> None:
+    days = ["2026-01-03", "2026-01-01", "2026-01-02"]
+    for day in days:
+        put(visible, f"diary/{day}.md", entry("same kafka words", date=day, time="09:00"), entry("same kafka words", 2, date=day, time="10:00"))
+    hits = visible.search("kafka")[0]
+    assert [(h.entry.date, h.entry.time) for h in hits] == sorted(((d, t) for d in days for t in ("09:00", "10:00")), reverse=True)
+
+
+def test_better_matches_rank_first(index: Index) -> None:
+    put(index, "diary/2026-01-10.md", entry("kafka kafka kafka broker", 1), entry("kafka mentioned once in a much longer line of text", 2))
+    index.commit()
+    hits = index.search("kafka")[0]
+    assert hits[0].entry.line == 1 and hits[0].score > hits[1].score
+
+
+def test_limit_and_total(visible: Index) -> None:
+    put(visible, "diary/2026-01-10.md", *(entry(f"kafka {n}", n) for n in range(1, 31)))
+    hits, total = visible.search("kafka", limit=5)
+    assert len(hits) == 5 and total == 30
+
+
+def test_limit_and_total_with_committed_and_queued_entries(index: Index) -> None:
+    put(index, "diary/2026-01-09.md", *(entry(f"kafka {n}", n, date="2026-01-09") for n in range(1, 11)))
+    index.commit()
+    put(index, "diary/2026-01-10.md", *(entry(f"kafka {n}", n) for n in range(1, 11)))
+    hits, total = index.search("kafka", limit=15)
+    assert len(hits) == 15 and total == 20
+    assert [h.entry.date for h in hits[:10]] == ["2026-01-10"] * 10
+
+
+@pytest.mark.parametrize("chars", [1, 5, 40, 240])
+def test_snippet_stays_within_its_budget(visible: Index, chars: int) -> None:
+    put(visible, "diary/2026-01-10.md", entry("lorem ipsum " * 40 + "kafka 乌龙茶 " + "dolor " * 40))
+    for query in ("kafka", "乌龙茶"):
+        snippet = visible.search(query, snippet_chars=chars)[0][0].snippet
+        assert 0 < len(snippet) <= chars
+        if chars >= 40:
+            assert query in snippet
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+def test_empty_query_is_invalid(index: Index, query: str) -> None:
+    with pytest.raises(InvalidParams) as caught:
+        index.search(query)
+    assert caught.value.reason == "invalid_query"
+
+
+def test_query_without_letters_is_invalid(index: Index) -> None:
+    with pytest.raises(InvalidParams):
+        index.search("-- !!")
+
+
+def test_stats_count_committed_and_queued(index: Index) -> None:
+    put(index, "diary/2026-01-09.md", entry("a"), entry("b", 2))
+    index.commit()
+    put(index, "diary/2026-01-10.md", entry("c"))
+    stats = index.stats()
+    assert (stats["entries"], stats["files"], stats["queued"], stats["state"]) == (3, 2, 1, "ready")
+
+
+# -- opening and recovery ---------------------------------------------------------
+
+
+def test_reopen_keeps_data_and_the_analyzer(state: Path, index: Index) -> None:
+    put(index, "diary/2026-01-10.md", entry("我最喜欢的饮料是乌龙茶 CAFÉ"))
+    index.close()
+    again = Index(state, "identity-1")
+    assert again.open() is False
+    try:
+        assert texts(again, "乌龙茶 cafe") == ["我最喜欢的饮料是乌龙茶 CAFÉ"]
+        assert len(again.file_records()) == 1
+    finally:
+        again.close()
+
+
+def test_state_dir_is_private(state: Path) -> None:
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)
+    ix = Index(state, "identity-1")
+    ix.open()
+    ix.close()
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+
+
+def _manifest(state: Path) -> Path:
+    return state / "manifest.json"
+
+
+def _segments(state: Path) -> list[Path]:
+    return sorted((state / "index").glob("*.seg"))
+
+
+def _tocs(state: Path) -> list[Path]:
+    return sorted((state / "index").glob("*.toc"))
+
+
+DAMAGE = {
+    "manifest missing": lambda s: _manifest(s).unlink(),
+    "manifest garbage": lambda s: _manifest(s).write_text("{not json"),
+    "manifest not an object": lambda s: _manifest(s).write_text("[1]"),
+    "other schema": lambda s: _manifest(s).write_text(
+        json.dumps({**json.loads(_manifest(s).read_text()), "schema_version": SCHEMA_VERSION + 1})
+    ),
+    "other analyzer": lambda s: _manifest(s).write_text(
+        json.dumps({**json.loads(_manifest(s).read_text()), "analyzer_version": 0})
+    ),
+    "truncated segment": lambda s: [os.truncate(p, p.stat().st_size // 2) for p in _segments(s)],
+    "garbage toc": lambda s: [p.write_bytes(b"garbage" * 20) for p in _tocs(s)],
+    "index dir missing": lambda s: [p.unlink() for p in (s / "index").iterdir()] and (s / "index").rmdir(),
+}
+
+
+# Whoosh leaves the file of a TOC it cannot parse for the garbage collector to close.
+LEAKS_A_FILE = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.mark.parametrize(
+    "damage", [pytest.param(name, marks=LEAKS_A_FILE) if "toc" in name else name for name in sorted(DAMAGE)]
+)
+def test_damaged_index_is_moved_aside_and_recreated(state: Path, damage: str) -> None:
+    ix = Index(state, "identity-1")
+    ix.open()
+    put(ix, "diary/2026-01-10.md", entry("kafka"))
+    ix.close()
+    DAMAGE[damage](state)
+    again = Index(state, "identity-1")
+    assert again.open() is True
+    try:
+        assert again.search("kafka") == ([], 0)
+        assert again.file_records() == {}
+        put(again, "diary/2026-01-10.md", entry("kafka again"))
+        again.commit()
+        assert texts(again, "kafka") == ["kafka again"]
+    finally:
+        again.close()
+    aside = [p for p in state.iterdir() if p.name.startswith("index.old-")]
+    assert len(aside) == (0 if damage == "index dir missing" else 1)
+
+
+def test_other_identity_starts_fresh(state: Path, index: Index) -> None:
+    put(index, "diary/2026-01-10.md", entry("kafka"))
+    index.close()
+    other = Index(state, "identity-2")
+    assert other.open() is True
+    try:
+        assert other.search("kafka")[1] == 0
+    finally:
+        other.close()
+
+
+def test_only_the_newest_two_old_dirs_are_kept(state: Path) -> None:
+    names = []
+    for n in range(4):
+        ix = Index(state, f"identity-{n}")
+        assert ix.open() is True
+        ix.close()
+        names = sorted(p.name for p in state.iterdir() if p.name.startswith("index.old-"))
+    assert len(names) == 2
+
+
+# -- rebuild ----------------------------------------------------------------------
+
+
+def test_rebuild_swaps_in_a_new_index_while_the_old_one_answers(index: Index) -> None:
+    put(index, "diary/2026-01-10.md", entry("old kafka"))
+    index.commit()
+    rebuild = index.rebuild()
+    assert index.stats()["state"] == "rebuilding"
+    rebuild.add(record("diary/2026-01-11.md"), [entry("rebuilt kafka", date="2026-01-11")])
+    assert texts(index, "kafka") == ["old kafka"]
+    generation = index.generation
+    rebuild.finish()
+    assert texts(index, "kafka") == ["rebuilt kafka"]
+    assert index.generation > generation and index.stats()["state"] == "ready"
+    assert set(index.file_records()) == {record("diary/2026-01-11.md").path}
+
+
+def test_writes_during_a_rebuild_survive_the_swap(index: Index) -> None:
+    stale = put(index, "diary/2026-01-09.md", entry("stale kafka", date="2026-01-09"))
+    index.commit()
+    rebuild = index.rebuild()
+    rebuild.add(stale, [entry("stale kafka", date="2026-01-09")])
+    rebuild.add(record("diary/2026-01-10.md"), [entry("first kafka")])
+    put(index, "diary/2026-01-10.md", entry("edited kafka"))
+    index.commit()
+    index.remove_file(stale.path)
+    put(index, "diary/2026-01-11.md", entry("queued kafka", date="2026-01-11"))
+    rebuild.finish()
+    assert sorted(texts(index, "kafka")) == ["edited kafka", "queued kafka"]
+    index.commit()
+    assert sorted(texts(index, "kafka")) == ["edited kafka", "queued kafka"]
+    assert stale.path not in index.file_records()
+
+
+def test_aborted_rebuild_leaves_the_live_index(state: Path, index: Index) -> None:
+    put(index, "diary/2026-01-10.md", entry("kafka"))
+    rebuild = index.rebuild()
+    rebuild.add(record("diary/2026-01-11.md"), [entry("other")])
+    rebuild.abort()
+    assert texts(index, "kafka") == ["kafka"] and index.stats()["state"] == "ready"
+    assert not [p for p in state.iterdir() if p.name.startswith("index.new-")]
+
+
+def test_rebuilt_index_is_reopened_without_a_rebuild(state: Path, index: Index) -> None:
+    rebuild = index.rebuild()
+    rebuild.add(record("diary/2026-01-10.md"), [entry("kafka")])
+    rebuild.finish()
+    index.close()
+    again = Index(state, "identity-1")
+    assert again.open() is False
+    try:
+        assert texts(again, "kafka") == ["kafka"]
+    finally:
+        again.close()
+
+
+# -- threads ----------------------------------------------------------------------
+
+
+def test_concurrent_searches_while_a_writer_commits(state: Path) -> None:
+    ix = Index(state, "identity-1", commit_ms=10)
+    ix.open()
+    ix.start()
+    put(ix, "diary/2026-01-01.md", *(entry(f"stable kafka {n}", n, date="2026-01-01") for n in range(1, 21)))
+    ix.commit()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        for n in range(60):
+            put(ix, "diary/2026-01-02.md", *(entry(f"moving kafka {n}", i, date="2026-01-02") for i in range(1, 6)))
+            if n % 10 == 0:
+                ix.commit()
+        stop.set()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                hits, total = ix.search("kafka", limit=100)
+                moving = {h.entry.text for h in hits if h.entry.text.startswith("moving")}
+                assert total == 25 and len(hits) == 25 and len(moving) == 1, (total, moving)
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=reader) for _ in range(8)] + [threading.Thread(target=writer)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ix.close()
+    assert errors == []
