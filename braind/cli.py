@@ -45,19 +45,25 @@ def _with_socket(config: Config, socket: str) -> Config:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Every command with its help; common options are accepted after the command too."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--config", help="config file (default: $BRAIND_CONFIG, then ~/.config/braind/braind.yaml)")
-    common.add_argument("--socket", help="daemon socket path (default: from the config)")
-    common.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser = argparse.ArgumentParser(prog="braind", description="Local memory daemon for AI agents.", parents=[common])
+    """Every command with its help; the common options work before or after the command."""
+    parser = argparse.ArgumentParser(prog="braind", description="Local memory daemon for AI agents.")
+    _common(parser, None)
     parser.add_argument("--version", action="version", version=f"braind {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text, func, extra in _COMMANDS:
-        cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        cmd = sub.add_parser(name, help=help_text, description=help_text)
+        _common(cmd, argparse.SUPPRESS)
         cmd.set_defaults(func=func)
         extra(cmd)
     return parser
+
+
+def _common(parser: argparse.ArgumentParser, default: object) -> None:
+    """--config, --socket and --json; on commands they must not reset what came before the command."""
+    parser.add_argument("--config", default=default, help="config file (default: $BRAIND_CONFIG, "
+                        "then ~/.config/braind/braind.yaml)")
+    parser.add_argument("--socket", default=default, help="daemon socket path (default: from the config)")
+    parser.add_argument("--json", action="store_true", default=default or False, help="print machine-readable JSON")
 
 
 def _none(parser: argparse.ArgumentParser) -> None:

@@ -133,3 +133,8 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_common_options_work_before_the_command(daemon: Daemon) -> None:
+    out = run_cli("--json", "--config", str(daemon.config_path), "status", check=True).stdout
+    assert json.loads(out)["state"] == "ready"
