@@ -209,19 +209,25 @@ def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
     """Rebuild the index, with a progress bar when stderr is a terminal."""
     from braind.render import Progress
 
-    progress = Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    if not sys.stderr.isatty() or args.json:
+        return _emit(args, _call(config, "reindex"), _reindexed)
+    progress = Progress(sys.stderr)
     done = threading.Event()
-    if progress:
-        threading.Thread(target=_poll_progress, args=(config, progress, done), daemon=True).start()
+    poller = threading.Thread(target=_poll_progress, args=(config, progress, done), daemon=True)
+    poller.start()
     try:
         result = _call(config, "reindex")
     finally:
         done.set()
-        if progress:
-            progress.finish()
-    return _emit(
-        args, result, lambda r: f"reindexed {r['entries']} entries from {r['files']} files in {r['seconds']} s"
-    )
+        poller.join(5)
+    progress.update(result["scanned"], result["scanned"], force=True)
+    progress.finish()
+    return _emit(args, result, _reindexed)
+
+
+def _reindexed(result: dict[str, Any]) -> str:
+    """The one-line summary of a reindex."""
+    return f"reindexed {result['entries']} entries from {result['files']} files in {result['seconds']} s"
 
 
 def _poll_progress(config: Config, progress: Any, done: threading.Event) -> None:

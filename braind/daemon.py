@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from braind import sdnotify
 from braind.config import Config
@@ -82,11 +84,11 @@ class Daemon:
         server.bind()
         return server
 
-    def dispatch_with_state(self):  # type: ignore[no-untyped-def]
+    def dispatch_with_state(self) -> Callable[[str, dict[str, Any]], Any]:
         """The method dispatcher, with the daemon's lifecycle state added to `status`."""
         dispatch = dispatcher(build(self.memory))
 
-        def call(name: str, params: dict) -> object:  # type: ignore[type-arg]
+        def call(name: str, params: dict[str, Any]) -> Any:
             result = dispatch(name, params)
             if name == "status" and isinstance(result, dict):
                 result["state"] = self.state

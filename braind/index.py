@@ -17,7 +17,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from whoosh.sorting import FieldFacet, ScoreFacet
 
 from braind import analysis
 from braind.entries import Entry
-from braind.errors import InvalidParams
+from braind.errors import InvalidParams, Unavailable
 
 SCHEMA_VERSION = 1
 
@@ -178,11 +178,11 @@ def _record(stored: dict[str, Any]) -> FileRecord:
     return FileRecord(stored["root"], stored["path"], stored["size"], stored["mtime_ns"], stored["sha256"])
 
 
-def _write_batch(ix: Any, batch: dict[str, _Change], existing: Container[str] | None) -> None:
-    """Apply file changes to an index in one commit; `existing` holds the files that have documents."""
+def _write_batch(ix: Any, batch: dict[str, _Change]) -> None:
+    """Apply file changes to an index in one commit."""
     writer = ix.writer(limitmb=_WRITER_MB, timeout=_LOCK_TIMEOUT)
     try:
-        _delete_files(writer, [path for path in batch if existing is None or path in existing])
+        _delete_files(writer, list(batch))
         for change in batch.values():
             if change.record is not None:
                 _add_file(writer, change.record, change.entries)
@@ -393,8 +393,11 @@ class Index:
             self._thread = None
         if self._rebuild is not None:
             self._rebuild.abort()
-        if self._ix is not None:
+        if self._ix is None:
+            return
+        try:
             self.commit()
+        finally:
             with self._search_lock:
                 self._searcher.close()
                 self._ix = self._searcher = None
@@ -406,11 +409,11 @@ class Index:
             if not batch:
                 return
             try:
-                _write_batch(self._ix, batch, self._records)
+                _write_batch(self._ix, batch)
+                self._publish(batch)
             except BaseException:
-                self._restore_batch(batch)
+                self._restore_batch(batch)  # re-applying a batch is harmless: files are replaced whole
                 raise
-            self._publish(batch)
 
     def _take_batch(self) -> dict[str, _Change]:
         """Move the queue to the committing snapshot, which stays visible until published."""
@@ -476,16 +479,14 @@ class Index:
             self._pending[path] = change
             self._version += 1
             if self._rebuild is not None:
-                self._rebuild.log[path] = change
+                self._rebuild._log[path] = change
         self._wake.set()
 
     # -- reads -------------------------------------------------------------------
 
     def _overlay(self) -> dict[str, _Change]:
-        """Queued and committing changes by path, the newest winning (caller holds _lock)."""
-        if not self._pending:
-            return self._committing
-        return {**self._committing, **self._pending} if self._committing else self._pending
+        """A copy of the queued and committing changes by path, newest winning (caller holds _lock)."""
+        return {**self._committing, **self._pending}
 
     def file_records(self) -> dict[str, FileRecord]:
         """Every indexed file's record, including queued changes."""
@@ -501,8 +502,10 @@ class Index:
     def entries_for(self, path: str) -> list[Entry]:
         """The current entries of one file, by line, including queued changes."""
         with self._search_lock:
+            self._check_open()
             with self._lock:
-                change = self._overlay().get(path)
+                change = self._pending.get(path)
+                change = self._committing.get(path) if change is None else change
             if change is not None:
                 entries = list(change.entries)
             else:
@@ -527,6 +530,7 @@ class Index:
         filters = _Filters(since, None if roots is None else tuple(roots), type)
         text_query = And([analysis.part_query(part) for part in parts])
         with self._search_lock:
+            self._check_open()
             with self._lock:
                 overlay, version = self._overlay(), self._version
             fresh = [e for e in _overlay_entries(overlay) if filters.accepts(e) and analysis.parts_match(e.text, parts)]
@@ -534,6 +538,11 @@ class Index:
         ranked = _merge(fresh, scored)[:limit]
         hits = [Hit(entry, score, analysis.snippet(entry.text, parts, snippet_chars)) for entry, score in ranked]
         return hits, total + len(fresh)
+
+    def _check_open(self) -> None:
+        """Refuse reads on a closed index with a clear error."""
+        if self._searcher is None:
+            raise Unavailable("index_closed", "the index is not open")
 
     def _committed_hits(
         self, query: Query, filters: _Filters, denied: set[int], limit: int
@@ -599,21 +608,20 @@ class Index:
         with self._lock:
             if self._rebuild is not None:
                 raise RuntimeError("a rebuild is already running")
-            self._rebuild = Rebuild(self, self._state_dir / (_NEW + _utc_stamp()))
+            self._rebuild = Rebuild(self, self._state_dir / (_NEW + _utc_stamp()), self._schema)
             # Queued changes are re-applied at the end too, like those made during the build.
-            self._rebuild.log.update(self._overlay())
+            self._rebuild._log.update(self._overlay())
             return self._rebuild
 
     def _finish_rebuild(self, rebuild: Rebuild) -> None:
         """Swap the rebuilt index in after re-applying the changes made while it was built."""
-        rebuild.commit_bulk()
         with self._commit_lock:
             with self._lock:
-                changes, self._rebuild = dict(rebuild.log), None
+                changes, self._rebuild = dict(rebuild._log), None
             if changes:
-                _write_batch(rebuild.ix, changes, None)
+                _write_batch(rebuild._ix, changes)
             with self._search_lock:
-                self._swap(rebuild.directory)
+                self._swap(rebuild._directory)
         log.info("index rebuilt: %d files, %d entries", rebuild.files, rebuild.entries)
 
     def _swap(self, directory: Path) -> None:
@@ -640,14 +648,14 @@ class Index:
 class Rebuild:
     """A fresh index being built from every file while the live one keeps answering."""
 
-    def __init__(self, index: Index, directory: Path) -> None:
+    def __init__(self, index: Index, directory: Path, schema: Schema) -> None:
         self._index = index
-        self.directory = directory
-        self.log: dict[str, _Change] = {}
+        self._directory = directory
+        self._log: dict[str, _Change] = {}  # changes to re-apply at the swap, by path
         self.files = self.entries = 0
         directory.mkdir(mode=0o700)
-        self.ix = whoosh_index.create_in(str(directory), index._schema)
-        self._writer: Any = self.ix.writer(limitmb=_WRITER_MB)
+        self._ix = whoosh_index.create_in(str(directory), schema)
+        self._writer: Any = self._ix.writer(limitmb=_WRITER_MB)
 
     def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
         """Add one file with its entries to the new index."""
@@ -655,27 +663,23 @@ class Rebuild:
         self.files += 1
         self.entries += len(entries)
 
-    def commit_bulk(self) -> None:
-        """Write everything added so far as the new index's first segment."""
-        if self._writer is not None:
-            self._writer.commit()
-            self._writer = None
-
     def finish(self) -> None:
         """Swap the new index in; changes made to the live index meanwhile are kept."""
         try:
+            self._writer.commit()
+            self._writer = None
             self._index._finish_rebuild(self)
         except BaseException:
             self.abort()
             raise
 
     def abort(self) -> None:
-        """Discard the new index."""
+        """Discard the new index; safe to call more than once."""
         if self._writer is not None:
             self._writer.cancel()
             self._writer = None
         self._index._abort_rebuild(self)
-        shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.rmtree(self._directory, ignore_errors=True)
 
 
 def _read_records(searcher: Any) -> tuple[dict[str, FileRecord], dict[str, int]]:

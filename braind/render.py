@@ -46,10 +46,10 @@ class Progress:
         self.width = width
         self.last = 0.0
 
-    def update(self, done: int, total: int) -> None:
+    def update(self, done: int, total: int, force: bool = False) -> None:
         """Redraw the bar for done of total."""
         now = time.monotonic()
-        if now - self.last < 0.1 and done < total:
+        if now - self.last < 0.1 and not force:
             return
         self.last = now
         filled = self.width * done // total if total else self.width

@@ -67,7 +67,7 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
         raise InvalidParams("invalid_params", f"param {name!r} must be {spec['minimum']} to {spec['maximum']}")
     if "enum" in spec and value not in spec["enum"]:
         raise InvalidParams("invalid_params", f"param {name!r} must be one of {', '.join(spec['enum'])}")
-    if spec["type"] == "array":
+    if isinstance(value, list):
         _check_items(name, spec, value)
 
 

@@ -204,7 +204,8 @@ class Memory:
         except BaseException:
             rebuild.abort()
             raise
-        return {"files": files, "entries": entries, "seconds": round(time.monotonic() - started, 3)}
+        seconds = round(time.monotonic() - started, 3)
+        return {"scanned": len(todo), "files": files, "entries": entries, "seconds": seconds}
 
 
 def _meta(type: str, key: str | None, triggers: tuple[str, ...]) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from braind.client import Client
 
 REPO = Path(__file__).resolve().parent.parent
@@ -199,4 +200,6 @@ def yesterday() -> str:
 def run_cli(*args: str, config: Path | None = None, check: bool = False, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run the installed CLI entry point the way a person would."""
     cmd = [sys.executable, "-m", "braind", *args] + (["--config", str(config)] if config else [])
-    return subprocess.run(cmd, capture_output=True, text=True, check=check, timeout=120, **kw)
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    return subprocess.run(cmd, text=True, check=check, timeout=120, **kw)

@@ -138,3 +138,36 @@ def _alive(pid: int) -> bool:
 def test_common_options_work_before_the_command(daemon: Daemon) -> None:
     out = run_cli("--json", "--config", str(daemon.config_path), "status", check=True).stdout
     assert json.loads(out)["state"] == "ready"
+
+
+def test_reindex_draws_a_progress_bar_on_a_terminal(daemon: Daemon) -> None:
+    import pty
+
+    diary = daemon.root / "diary"
+    diary.mkdir(parents=True)
+    for day in range(1, 29):
+        (diary / f"2026-02-{day:02d}.md").write_text(f"[10:00] day {day} " + "words " * 50 + "\n")
+    daemon.call("reindex")
+    leader, follower = pty.openpty()
+    try:
+        result = run_cli("reindex", config=daemon.config_path, stderr=follower)
+        os.close(follower)
+        drawn = _drain(leader)
+    finally:
+        os.close(leader)
+    assert result.returncode == 0 and "reindexed 28 entries from 28 files" in result.stdout
+    assert "\r[" in drawn and "] " in drawn and "files" in drawn
+
+
+def _drain(fd: int) -> str:
+    """Everything written to a pty whose writer has closed."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")

@@ -7,15 +7,16 @@ import os
 import random
 import stat
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from braind import analysis
 from braind.entries import Entry
 from braind.errors import InvalidParams
 from braind.index import SCHEMA_VERSION, FileRecord, Index
+from tests.conftest import wait_until
 
 ROOT = "/mem/user"
 OTHER = "/mem/project"
@@ -42,14 +43,6 @@ def put(index: Index, name: str, *entries: Entry, root: str = ROOT) -> FileRecor
 def texts(index: Index, query: str, **kw: object) -> list[str]:
     """The texts of the hits of a query, best first."""
     return [hit.entry.text for hit in index.search(query, **kw)[0]]  # type: ignore[arg-type]
-
-
-def wait_for(predicate: object, timeout: float = 10.0) -> None:
-    """Poll a condition with a deadline instead of sleeping a fixed time."""
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
 
 
 @pytest.fixture
@@ -189,7 +182,7 @@ def test_background_committer_commits_within_its_interval(state: Path) -> None:
     try:
         before = ix.generation
         put(ix, "diary/2026-01-10.md", entry("kafka"))
-        wait_for(lambda: ix.generation > before and ix.stats()["queued"] == 0)
+        wait_until(lambda: ix.generation > before and ix.stats()["queued"] == 0, what="a background commit")
         assert ix.alive() and texts(ix, "kafka") == ["kafka"]
     finally:
         ix.close()
@@ -234,7 +227,12 @@ def test_type_filters(visible: Index) -> None:
 
 
 def test_tombstoned_entries_never_come_back(visible: Index) -> None:
-    put(visible, "diary/2026-01-10.md", entry("kafka gone", 1, status="tombstoned"), entry("kafka pinned", 2, status="pinned"))
+    put(
+        visible,
+        "diary/2026-01-10.md",
+        entry("kafka gone", 1, status="tombstoned"),
+        entry("kafka pinned", 2, status="pinned"),
+    )
     assert texts(visible, "kafka") == ["kafka pinned"]
     assert visible.search("kafka")[1] == 1
 
@@ -242,13 +240,25 @@ def test_tombstoned_entries_never_come_back(visible: Index) -> None:
 def test_ties_are_broken_newer_first(visible: Index) -> None:
     days = ["2026-01-03", "2026-01-01", "2026-01-02"]
     for day in days:
-        put(visible, f"diary/{day}.md", entry("same kafka words", date=day, time="09:00"), entry("same kafka words", 2, date=day, time="10:00"))
+        put(
+            visible,
+            f"diary/{day}.md",
+            entry("same kafka words", date=day, time="09:00"),
+            entry("same kafka words", 2, date=day, time="10:00"),
+        )
     hits = visible.search("kafka")[0]
-    assert [(h.entry.date, h.entry.time) for h in hits] == sorted(((d, t) for d in days for t in ("09:00", "10:00")), reverse=True)
+    assert [(h.entry.date, h.entry.time) for h in hits] == sorted(
+        ((d, t) for d in days for t in ("09:00", "10:00")), reverse=True
+    )
 
 
 def test_better_matches_rank_first(index: Index) -> None:
-    put(index, "diary/2026-01-10.md", entry("kafka kafka kafka broker", 1), entry("kafka mentioned once in a much longer line of text", 2))
+    put(
+        index,
+        "diary/2026-01-10.md",
+        entry("kafka kafka kafka broker", 1),
+        entry("kafka mentioned once in a much longer line of text", 2),
+    )
     index.commit()
     hits = index.search("kafka")[0]
     assert hits[0].entry.line == 1 and hits[0].score > hits[1].score
@@ -335,19 +345,36 @@ def _tocs(state: Path) -> list[Path]:
     return sorted((state / "index").glob("*.toc"))
 
 
-DAMAGE = {
+def _edit_manifest(state: Path, **changes: object) -> None:
+    manifest = json.loads(_manifest(state).read_text())
+    _manifest(state).write_text(json.dumps({**manifest, **changes}))
+
+
+def _truncate_segments(state: Path) -> None:
+    for path in _segments(state):
+        os.truncate(path, path.stat().st_size // 2)
+
+
+def _garble_tocs(state: Path) -> None:
+    for path in _tocs(state):
+        path.write_bytes(b"garbage" * 20)
+
+
+def _remove_index_dir(state: Path) -> None:
+    for path in (state / "index").iterdir():
+        path.unlink()
+    (state / "index").rmdir()
+
+
+DAMAGE: dict[str, Callable[[Path], object]] = {
     "manifest missing": lambda s: _manifest(s).unlink(),
     "manifest garbage": lambda s: _manifest(s).write_text("{not json"),
     "manifest not an object": lambda s: _manifest(s).write_text("[1]"),
-    "other schema": lambda s: _manifest(s).write_text(
-        json.dumps({**json.loads(_manifest(s).read_text()), "schema_version": SCHEMA_VERSION + 1})
-    ),
-    "other analyzer": lambda s: _manifest(s).write_text(
-        json.dumps({**json.loads(_manifest(s).read_text()), "analyzer_version": 0})
-    ),
-    "truncated segment": lambda s: [os.truncate(p, p.stat().st_size // 2) for p in _segments(s)],
-    "garbage toc": lambda s: [p.write_bytes(b"garbage" * 20) for p in _tocs(s)],
-    "index dir missing": lambda s: [p.unlink() for p in (s / "index").iterdir()] and (s / "index").rmdir(),
+    "other schema": lambda s: _edit_manifest(s, schema_version=SCHEMA_VERSION + 1),
+    "other analyzer": lambda s: _edit_manifest(s, analyzer_version=0),
+    "truncated segment": _truncate_segments,
+    "garbage toc": _garble_tocs,
+    "index dir missing": _remove_index_dir,
 }
 
 
@@ -356,7 +383,11 @@ LEAKS_A_FILE = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExcept
 
 
 @pytest.mark.parametrize(
-    "damage", [pytest.param(name, marks=LEAKS_A_FILE) if name in ("garbage toc", "truncated segment") else name for name in sorted(DAMAGE)]
+    "damage",
+    [
+        pytest.param(name, marks=LEAKS_A_FILE) if name in ("garbage toc", "truncated segment") else name
+        for name in sorted(DAMAGE)
+    ],
 )
 def test_damaged_index_is_moved_aside_and_recreated(state: Path, damage: str) -> None:
     ix = Index(state, "identity-1")

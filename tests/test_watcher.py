@@ -5,12 +5,15 @@ Every test waits on what the recorder has seen, with a timeout; none asserts on 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -308,19 +311,33 @@ def test_a_directory_and_a_file_in_it_are_separate_entries(root: Path, start_wat
 # -- lost events: overflow and watch shortfall ------------------------------------------------
 
 QUEUE_LIMIT = Path("/proc/sys/fs/inotify/max_queued_events")
+QUEUE_LIMIT_LOCK = Path(tempfile.gettempdir()) / "braind-tests-max_queued_events.lock"
+
+
+@contextlib.contextmanager
+def tiny_inotify_queue() -> Iterator[None]:
+    """Lower the system-wide queue size for the inotify instances created inside the block.
+
+    The size is fixed when an instance is created, so the window stays a few milliseconds wide;
+    a lock file keeps concurrent test runs from saving each other's lowered value.
+    """
+    with open(QUEUE_LIMIT_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            saved = QUEUE_LIMIT.read_text()
+            QUEUE_LIMIT.write_text("16\n")
+        except OSError as exc:
+            pytest.skip(f"cannot lower fs.inotify.max_queued_events ({exc}); a real overflow needs a tiny queue")
+        try:
+            yield
+        finally:
+            QUEUE_LIMIT.write_text(saved)
 
 
 def test_an_inotify_overflow_asks_for_a_full_rescan(root: Path, start_watcher: Start) -> None:
     """A 16-event kernel queue overflows under a burst of creates; the rescan request must follow."""
-    try:
-        saved = QUEUE_LIMIT.read_text()
-        QUEUE_LIMIT.write_text("16\n")
-    except OSError as exc:
-        pytest.skip(f"cannot lower fs.inotify.max_queued_events ({exc}); a real overflow needs a tiny queue")
-    try:
-        watcher, rec = start_watcher([root])  # the queue size is fixed when the inotify instance is created
-    finally:
-        QUEUE_LIMIT.write_text(saved)
+    with tiny_inotify_queue():
+        watcher, rec = start_watcher([root])
     created = iter(range(1_000_000))
 
     def burst() -> bool:
