@@ -74,29 +74,33 @@ class CJKTokenizer(Tokenizer):
             return
         pos = start_pos
         for match in _WORD.finditer(value):
-            if match.lastindex == 2:
-                token.text = fold(match.group())
-                token.pos = pos
-                if chars:
-                    token.startchar = start_char + match.start()
-                    token.endchar = start_char + match.end()
-                pos += 1
-                yield token
+            if match.lastindex == 1:
+                yield from _cjk_tokens(token, match.group(), pos, start_char + match.start(), chars)
+                pos += match.end() - match.start()
                 continue
-            run = match.group()
-            offset = start_char + match.start()
-            for i in range(len(run)):
-                token.pos = pos
-                token.text = run[i]
-                if chars:
-                    token.startchar, token.endchar = offset + i, offset + i + 1
-                yield token
-                if i + 1 < len(run):
-                    token.text = run[i : i + 2]
-                    if chars:
-                        token.endchar = offset + i + 2
-                    yield token
-                pos += 1
+            token.text = fold(match.group())
+            if not token.text:  # a word that folds away entirely
+                continue
+            token.pos = pos
+            if chars:
+                token.startchar, token.endchar = start_char + match.start(), start_char + match.end()
+            pos += 1
+            yield token
+
+
+def _cjk_tokens(token: Token, run: str, pos: int, offset: int, chars: bool) -> Iterator[Token]:
+    """Each character of a CJK run, each followed by the bigram it starts at the same position."""
+    last = len(run) - 1
+    for i, char in enumerate(run):
+        token.pos, token.text = pos + i, char
+        if chars:
+            token.startchar, token.endchar = offset + i, offset + i + 1
+        yield token
+        if i < last:
+            token.text = run[i : i + 2]
+            if chars:
+                token.endchar = offset + i + 2
+            yield token
 
 
 def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
@@ -131,10 +135,11 @@ class WordPrefix(Prefix):
 
 def word_parts(word: str) -> list[Part]:
     """Split one query word into its folded script runs (API限流 → api, 限流)."""
-    return [
+    parts = [
         (match.lastindex == 1, match.group() if match.lastindex == 1 else fold(match.group()))
         for match in _WORD.finditer(word)
     ]
+    return [part for part in parts if part[1]]
 
 
 def query_parts(query: str) -> list[Part]:

@@ -108,6 +108,12 @@ def _check_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("root", nargs="?", help="memory root to validate (default: memory_root from the config)")
 
 
+def _serve_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind serve`."""
+    parser.add_argument("--detach", action="store_true", help="run in the background, as `braind start` does")
+    _start_args(parser)
+
+
 def _start_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `braind start`."""
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait until the daemon is ready")
@@ -135,9 +141,11 @@ def _emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str]) ->
 
 
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
-    """Run the daemon in the foreground (what systemd starts)."""
+    """Run the daemon in the foreground (what systemd starts), or detached with --detach."""
     from braind.daemon import Daemon
 
+    if args.detach:
+        return cmd_start(args, config)
     _setup_logging()
     Daemon(config).run()
     return 0
@@ -274,7 +282,7 @@ def _setup_logging() -> None:
 
 
 _COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], None]]] = [
-    ("serve", "run the daemon in the foreground (systemd runs this)", cmd_serve, _none),
+    ("serve", "run the daemon in the foreground (systemd runs this)", cmd_serve, _serve_args),
     ("start", "start the daemon in the background (refused under systemd)", cmd_start, _start_args),
     ("stop", "stop a daemon started with `braind start`", cmd_stop, _none),
     ("status", "show health, roots, index state and rejected files", cmd_status, _none),

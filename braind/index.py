@@ -665,6 +665,8 @@ class Rebuild:
 
     def finish(self) -> None:
         """Swap the new index in; changes made to the live index meanwhile are kept."""
+        if self._writer is None:
+            raise RuntimeError("this rebuild has already ended")
         try:
             self._writer.commit()
             self._writer = None

@@ -97,11 +97,12 @@ def test_check_reports_every_rejection(short_tmp: Path) -> None:
     assert clean.returncode == 0 and "1 files, 1 entries, 0 rejected files, 0 skipped lines" in clean.stdout
 
 
-def test_start_detaches_and_stop_stops(make_daemon) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("how", [("start",), ("serve", "--detach")])
+def test_start_detaches_and_stop_stops(make_daemon, how: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
     d = make_daemon(start=False)
     d.write_config()
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "INVOCATION_ID")}
-    started = run_cli("start", "--json", config=d.config_path, env=env)
+    started = run_cli(*how, "--json", config=d.config_path, env=env)
     assert started.returncode == 0, started.stderr
     pid = json.loads(started.stdout)["pid"]
     try:

@@ -9,12 +9,13 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from braind import analysis
 from braind.entries import Entry
-from braind.errors import InvalidParams
+from braind.errors import InvalidParams, Unavailable
 from braind.index import SCHEMA_VERSION, FileRecord, Index
 from tests.conftest import wait_until
 
@@ -22,10 +23,10 @@ ROOT = "/mem/user"
 OTHER = "/mem/project"
 
 
-def entry(text: str, line: int = 1, date: str = "2026-01-10", time: str = "10:00", **kw: object) -> Entry:
+def entry(text: str, line: int = 1, date: str = "2026-01-10", time: str = "10:00", **kw: Any) -> Entry:
     """An entry of the diary file of its date."""
-    root = str(kw.pop("root", ROOT))
-    return Entry(root=root, realm="user", path=f"diary/{date}.md", line=line, date=date, time=time, text=text, **kw)  # type: ignore[arg-type]
+    kw.setdefault("root", ROOT)
+    return Entry(realm="user", path=f"diary/{date}.md", line=line, date=date, time=time, text=text, **kw)
 
 
 def record(name: str, root: str = ROOT) -> FileRecord:
@@ -40,9 +41,9 @@ def put(index: Index, name: str, *entries: Entry, root: str = ROOT) -> FileRecor
     return rec
 
 
-def texts(index: Index, query: str, **kw: object) -> list[str]:
+def texts(index: Index, query: str, **kw: Any) -> list[str]:
     """The texts of the hits of a query, best first."""
-    return [hit.entry.text for hit in index.search(query, **kw)[0]]  # type: ignore[arg-type]
+    return [hit.entry.text for hit in index.search(query, **kw)[0]]
 
 
 @pytest.fixture
@@ -58,12 +59,13 @@ def index(state: Path) -> Iterator[Index]:
     ix.close()
 
 
+Settle = Callable[[Index], None]
+
+
 @pytest.fixture(params=["queued", "committed"])
-def visible(request: pytest.FixtureRequest, index: Index) -> Iterator[Index]:
-    """The same index, searched before and after a commit: results must not differ."""
-    yield index
-    if request.param == "committed":
-        index.commit()
+def settle(request: pytest.FixtureRequest) -> Settle:
+    """Leave writes queued, or commit them: searches must answer the same either way."""
+    return Index.commit if request.param == "committed" else lambda index: None
 
 
 # -- matching ---------------------------------------------------------------------
@@ -106,9 +108,10 @@ def test_matching(index: Index, committed: bool, query: str, found: bool) -> Non
     assert (index.search(query)[1] > 0) is found
 
 
-def test_and_needs_every_word(visible: Index) -> None:
-    put(visible, "diary/2026-01-10.md", entry("alpha beta", 1), entry("alpha only", 2), entry("beta only", 3))
-    assert texts(visible, "alpha beta") == ["alpha beta"]
+def test_and_needs_every_word(index: Index, settle: Settle) -> None:
+    put(index, "diary/2026-01-10.md", entry("alpha beta", 1), entry("alpha only", 2), entry("beta only", 3))
+    settle(index)
+    assert texts(index, "alpha beta") == ["alpha beta"]
 
 
 def test_index_and_python_matcher_agree(index: Index) -> None:
@@ -156,6 +159,15 @@ def test_replace_hides_the_old_entries_at_once(index: Index) -> None:
     assert index.search("kafka")[1] == 1
 
 
+def test_many_commits_and_merges_never_duplicate_entries(index: Index) -> None:
+    for n in range(30):
+        put(index, "diary/2026-01-10.md", entry(f"kafka {n}", 1), entry(f"kafka {n}", 2))
+        put(index, f"diary/2026-02-{n + 1:02d}.md", entry("other", date=f"2026-02-{n + 1:02d}"))
+        index.commit()
+        assert index.search("kafka")[1] == 2
+    assert index.search("other")[1] == 30 and index.stats()["entries"] == 32
+
+
 def test_file_records_and_entries_include_queued_changes(index: Index) -> None:
     first = put(index, "diary/2026-01-10.md", entry("b", 2), entry("a", 1))
     assert index.file_records() == {first.path: first}
@@ -189,6 +201,15 @@ def test_background_committer_commits_within_its_interval(state: Path) -> None:
     assert not ix.alive()
 
 
+def test_a_closed_index_refuses_reads(state: Path) -> None:
+    ix = Index(state, "identity-1")
+    ix.open()
+    ix.close()
+    assert not ix.alive()
+    with pytest.raises(Unavailable):
+        ix.search("kafka")
+
+
 def test_close_commits_what_is_queued(state: Path) -> None:
     ix = Index(state, "identity-1")
     ix.open()
@@ -205,48 +226,53 @@ def test_close_commits_what_is_queued(state: Path) -> None:
 # -- filters, order, limits -------------------------------------------------------
 
 
-def test_since_is_an_inclusive_lower_bound_on_the_date(visible: Index) -> None:
+def test_since_is_an_inclusive_lower_bound_on_the_date(index: Index, settle: Settle) -> None:
     for day in ("2026-01-09", "2026-01-10", "2026-01-11"):
-        put(visible, f"diary/{day}.md", entry(f"kafka {day}", date=day))
-    assert sorted(texts(visible, "kafka", since="2026-01-10")) == ["kafka 2026-01-10", "kafka 2026-01-11"]
-    assert texts(visible, "kafka", since="2027-01-01") == []
+        put(index, f"diary/{day}.md", entry(f"kafka {day}", date=day))
+    settle(index)
+    assert sorted(texts(index, "kafka", since="2026-01-10")) == ["kafka 2026-01-10", "kafka 2026-01-11"]
+    assert texts(index, "kafka", since="2027-01-01") == []
 
 
-def test_roots_restrict_to_the_listed_roots(visible: Index) -> None:
-    put(visible, "diary/2026-01-10.md", entry("kafka user"))
-    put(visible, "diary/2026-01-10.md", entry("kafka project", root=OTHER), root=OTHER)
-    assert texts(visible, "kafka", roots=[OTHER]) == ["kafka project"]
-    assert len(texts(visible, "kafka", roots=[ROOT, OTHER])) == 2
-    assert texts(visible, "kafka", roots=[]) == []
+def test_roots_restrict_to_the_listed_roots(index: Index, settle: Settle) -> None:
+    put(index, "diary/2026-01-10.md", entry("kafka user"))
+    put(index, "diary/2026-01-10.md", entry("kafka project", root=OTHER), root=OTHER)
+    settle(index)
+    assert texts(index, "kafka", roots=[OTHER]) == ["kafka project"]
+    assert len(texts(index, "kafka", roots=[ROOT, OTHER])) == 2
+    assert texts(index, "kafka", roots=[]) == []
 
 
-def test_type_filters(visible: Index) -> None:
-    put(visible, "diary/2026-01-10.md", entry("kafka note", 1), entry("kafka fact", 2, type="fact"))
-    assert texts(visible, "kafka", type="fact") == ["kafka fact"]
-    assert texts(visible, "kafka", type="note") == ["kafka note"]
+def test_type_filters(index: Index, settle: Settle) -> None:
+    put(index, "diary/2026-01-10.md", entry("kafka note", 1), entry("kafka fact", 2, type="fact"))
+    settle(index)
+    assert texts(index, "kafka", type="fact") == ["kafka fact"]
+    assert texts(index, "kafka", type="note") == ["kafka note"]
 
 
-def test_tombstoned_entries_never_come_back(visible: Index) -> None:
+def test_tombstoned_entries_never_come_back(index: Index, settle: Settle) -> None:
     put(
-        visible,
+        index,
         "diary/2026-01-10.md",
         entry("kafka gone", 1, status="tombstoned"),
         entry("kafka pinned", 2, status="pinned"),
     )
-    assert texts(visible, "kafka") == ["kafka pinned"]
-    assert visible.search("kafka")[1] == 1
+    settle(index)
+    assert texts(index, "kafka") == ["kafka pinned"]
+    assert index.search("kafka")[1] == 1
 
 
-def test_ties_are_broken_newer_first(visible: Index) -> None:
+def test_ties_are_broken_newer_first(index: Index, settle: Settle) -> None:
     days = ["2026-01-03", "2026-01-01", "2026-01-02"]
     for day in days:
         put(
-            visible,
+            index,
             f"diary/{day}.md",
             entry("same kafka words", date=day, time="09:00"),
             entry("same kafka words", 2, date=day, time="10:00"),
         )
-    hits = visible.search("kafka")[0]
+    settle(index)
+    hits = index.search("kafka")[0]
     assert [(h.entry.date, h.entry.time) for h in hits] == sorted(
         ((d, t) for d in days for t in ("09:00", "10:00")), reverse=True
     )
@@ -264,9 +290,10 @@ def test_better_matches_rank_first(index: Index) -> None:
     assert hits[0].entry.line == 1 and hits[0].score > hits[1].score
 
 
-def test_limit_and_total(visible: Index) -> None:
-    put(visible, "diary/2026-01-10.md", *(entry(f"kafka {n}", n) for n in range(1, 31)))
-    hits, total = visible.search("kafka", limit=5)
+def test_limit_and_total(index: Index, settle: Settle) -> None:
+    put(index, "diary/2026-01-10.md", *(entry(f"kafka {n}", n) for n in range(1, 31)))
+    settle(index)
+    hits, total = index.search("kafka", limit=5)
     assert len(hits) == 5 and total == 30
 
 
@@ -280,10 +307,11 @@ def test_limit_and_total_with_committed_and_queued_entries(index: Index) -> None
 
 
 @pytest.mark.parametrize("chars", [1, 5, 40, 240])
-def test_snippet_stays_within_its_budget(visible: Index, chars: int) -> None:
-    put(visible, "diary/2026-01-10.md", entry("lorem ipsum " * 40 + "kafka 乌龙茶 " + "dolor " * 40))
+def test_snippet_stays_within_its_budget(index: Index, settle: Settle, chars: int) -> None:
+    put(index, "diary/2026-01-10.md", entry("lorem ipsum " * 40 + "kafka 乌龙茶 " + "dolor " * 40))
+    settle(index)
     for query in ("kafka", "乌龙茶"):
-        snippet = visible.search(query, snippet_chars=chars)[0][0].snippet
+        snippet = index.search(query, snippet_chars=chars)[0][0].snippet
         assert 0 < len(snippet) <= chars
         if chars >= 40:
             assert query in snippet
