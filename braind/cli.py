@@ -60,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _common(parser: argparse.ArgumentParser, default: object) -> None:
     """--config, --socket and --json; on commands they must not reset what came before the command."""
-    parser.add_argument("--config", default=default, help="config file (default: $BRAIND_CONFIG, "
-                        "then ~/.config/braind/braind.yaml)")
+    parser.add_argument(
+        "--config", default=default, help="config file (default: $BRAIND_CONFIG, then ~/.config/braind/braind.yaml)"
+    )
     parser.add_argument("--socket", default=default, help="daemon socket path (default: from the config)")
     parser.add_argument("--json", action="store_true", default=default or False, help="print machine-readable JSON")
 
