@@ -42,6 +42,7 @@ class Daemon:
             rescan_seconds=config.watcher.rescan_seconds,
         )
         self.memory.health = self.watcher.health
+        self.memory.root_created = self.watcher.check_roots
         self.server: SocketServer | None = None
         self.stopping = threading.Event()
         self.state = "starting"

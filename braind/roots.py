@@ -40,17 +40,19 @@ def project_root(project: str | Path) -> Root:
     return Root(base.joinpath(*PROJECT_SUBDIR), "project", base)
 
 
-def ensure_root(root: Root) -> None:
-    """Create a root (0700) on first write; refuse one that is a symlink or not a directory."""
+def ensure_root(root: Root) -> bool:
+    """Create a root (0700) on first write, returning True then; refuse a symlink or a non-directory."""
+    created = False
     try:
         info = os.lstat(root.path)
     except FileNotFoundError:
         root.path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = os.lstat(root.path)
+        info, created = os.lstat(root.path), True
     if stat.S_ISLNK(info.st_mode):
         raise Rejected("symlink", f"memory root {root.path} is a symbolic link")
     if not stat.S_ISDIR(info.st_mode):
         raise Rejected("not_a_directory", f"memory root {root.path} is not a directory")
+    return created
 
 
 def identity(path: Path) -> str:

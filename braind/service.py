@@ -45,6 +45,7 @@ class Memory:
         self.ledger = TurnLedger()
         self.started = time.monotonic()
         self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}
+        self.root_created: Callable[[], None] = lambda: None
         self.reindexing: dict[str, int] | None = None
         self._reindex_lock = threading.Lock()
 
@@ -84,7 +85,8 @@ class Memory:
         """Write the line, re-read the day file into the index, and find the new entry."""
         name = f"{date}.md"
         with self.syncer.lock:
-            ensure_root(root)
+            if ensure_root(root):
+                self.root_created()
             dir_fd = open_dir(root.path, ("diary",), create=True)
             try:
                 append_line(dir_fd, name, render_line(line))

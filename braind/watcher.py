@@ -220,7 +220,7 @@ class Watcher:
         self._settle = min(quiet, max_wait)
         self._wake_at = 0.0
         self._cond = threading.Condition()
-        self._handler = _Handler(self._mark, self._touch_root, {str(r.path) for r in self._roots})
+        self._handler = _Handler(self._mark, self.check_roots, {str(r.path) for r in self._roots})
         self._pending_rescans: dict[tuple[Path | None, str], None] = {}
         self._check_requested = False
         self._next_root_check = self._next_timer = 0.0
@@ -315,8 +315,8 @@ class Watcher:
             if now + self._settle * (1 + BATCH_SLACK) < self._wake_at:
                 self._cond.notify()
 
-    def _touch_root(self) -> None:
-        """An event on a root itself: check the roots' identities now (observer thread)."""
+    def check_roots(self) -> None:
+        """Check the roots' identities now: an event on a root itself, or a root just created."""
         with self._cond:
             self._check_requested = True
             self._cond.notify()

@@ -264,3 +264,12 @@ def test_sigterm_is_a_clean_stop(daemon: Daemon) -> None:
     daemon.call("brain_note", text="before stop")
     assert daemon.stop() == 0
     assert not daemon.socket.exists()
+
+
+def test_root_created_by_a_note_is_watched(daemon: Daemon) -> None:
+    assert not daemon.root.exists()
+    daemon.call("brain_note", text="creates the root")
+    with open(diary(daemon), "a", encoding="utf-8") as f:
+        f.write("[10:10] typed right after the root appeared\n")
+    daemon.wait_recall("typed appeared", "typed right after the root appeared")
+    assert daemon.call("status")["watcher"]["roots"][0]["state"] == "watching"
