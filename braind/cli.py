@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from braind import __version__
+from braind.cli_layered import LAYERED_COMMANDS
 from braind.config import Config, load_config
 from braind.errors import BraindError
 
@@ -25,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run one command, and turn errors into one line on stderr."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "own_errors", False):
+        return int(args.func(args, None) or 0)
     try:
         config = load_config(args.config)
         if args.socket:
@@ -276,6 +279,35 @@ def cmd_tools(args: argparse.Namespace, config: Config) -> int:
     return _emit(args, _call(config, "tools"), lambda r: "\n".join(f"{t['name']}: {t['description']}" for t in r))
 
 
+def _mcp_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind mcp`."""
+    parser.add_argument("--all-tools", action="store_true", help="offer every agent tool (or BRAIND_MCP_ALL_TOOLS=1)")
+
+
+def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
+    """Serve the agent tools over MCP on stdio, relaying each call to the running daemon."""
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:
+        raise BraindError("missing_extra", "`braind mcp` needs the MCP SDK; install it with: pip install 'braind[mcp]'")
+    from braind.mcp import serve
+
+    return serve(config.socket, all_tools=args.all_tools)
+
+
+def _hook_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind hook`; it reports its own errors, so a bad config never blocks a prompt."""
+    parser.add_argument("agent", help="whose hook JSON arrives on stdin: claude-code")
+    parser.set_defaults(own_errors=True)
+
+
+def cmd_hook(args: argparse.Namespace, config: Config | None) -> int:
+    """Print the memory block for an agent's prompt hook; on any error print nothing and exit 0."""
+    from braind.hook import run
+
+    return run(args.agent, args.config, args.socket, sys.stdin.buffer, sys.stdout.buffer)
+
+
 def _setup_logging() -> None:
     """Log to stderr (the journal under systemd); BRAIND_LOG_LEVEL overrides INFO."""
     level = os.environ.get("BRAIND_LOG_LEVEL", "INFO").upper()
@@ -293,6 +325,9 @@ _COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], Non
     ("reindex", "rebuild the index from the memory files", cmd_reindex, _none),
     ("check", "validate a memory root offline and print every rejection", cmd_check, _check_args),
     ("tools", "list the agent tools with their JSON Schemas", cmd_tools, _none),
+    ("mcp", "serve the agent tools over MCP on stdio, relayed to the daemon", cmd_mcp, _mcp_args),
+    ("hook", "print the memory block for an agent's prompt hook (claude-code)", cmd_hook, _hook_args),
+    *LAYERED_COMMANDS,
 ]
 
 if __name__ == "__main__":

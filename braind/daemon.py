@@ -12,8 +12,9 @@ from typing import Any
 
 from braind import sdnotify
 from braind.config import Config
-from braind.index import Index
+from braind.errors import BraindError
 from braind.methods import build, dispatcher
+from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
 from braind.roots import Root
 from braind.server import SocketServer
@@ -30,7 +31,7 @@ class Daemon:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.problems = Problems()
-        self.index = Index(config.state_dir, _identity(config), config.index.commit_ms)
+        self.index = PartitionedIndex(config.state_dir, _identity(config), config.index.commit_ms)
         self.syncer = Syncer(self.index, config.files, self.problems)
         self.memory = Memory(config, self.index, self.syncer, self.problems)
         self.watcher = Watcher(
@@ -64,13 +65,23 @@ class Daemon:
         self.server = self._server()
         self.server.start()
         self.state = "reconciling"
-        sdnotify.notify("STATUS=reconciling " + ("(rebuilding the index)" if fresh else "(stat diff)"))
+        if fresh:
+            self._initial_build()
+        sdnotify.notify("STATUS=reconciling (stat diff)")
         report = self.memory.reconcile()
         self.index.commit()
         self.state = "ready"
         log.info("ready: %s", report.as_dict())
         sdnotify.notify("READY=1", f"STATUS=ready: {self.index.stats().get('entries', 0)} entries")
         self._start_watchdog()
+
+    def _initial_build(self) -> None:
+        """A missing or unreadable index is rebuilt from the files, in parallel when large."""
+        sdnotify.notify("STATUS=rebuilding the index")
+        try:
+            log.info("index rebuilt: %s", self.memory.reindex())
+        except BraindError as exc:
+            log.warning("initial index build skipped: %s", exc)
 
     def _server(self) -> SocketServer:
         """The socket server: socket-activated when systemd passes one, else bound here."""

@@ -83,3 +83,38 @@ class InternalError(BraindError):
     """An unexpected failure inside the daemon; its log holds the traceback."""
 
     code = INTERNAL_ERROR
+
+
+class InvalidName(InvalidParams):
+    """A logfile name, section name or title that breaks the naming rules."""
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__("invalid_name", message, **data)
+
+
+class ForbiddenHeading(InvalidParams):
+    """Content with a line that would read as a `#` or `##` heading and split the file's units."""
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__("forbidden_heading", message, **data)
+
+
+class BudgetExceeded(BraindError):
+    """A write that would make MEMORY.md larger than the injection budget."""
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__("budget_exceeded", message, **data)
+
+
+class Ambiguous(BraindError):
+    """An address that matches more than one unit; data.matches lists them."""
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__("ambiguous", message, **data)
+
+
+class Exists(BraindError):
+    """A file that is to be created is already there."""
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__("exists", message, **data)

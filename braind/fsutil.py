@@ -75,8 +75,27 @@ def _write_once(fd: int, data: bytes, name: str) -> None:
         raise BraindError("io_error", f"short write to {name}: {written} of {len(data)} bytes")
 
 
-def replace_file(dir_fd: int, name: str, data: bytes, keep_backup: bool = True) -> None:
-    """Atomically replace a file: temp file, fsync, optional one .bak, rename, fsync dir."""
+def replace_file(dir_fd: int, name: str, data: bytes, keep_backup: bool = True, backup_fd: int | None = None) -> None:
+    """Atomically replace a file: temp file, fsync, optional one .bak (in backup_fd's directory), rename, fsync."""
+    tmp = _write_temp(dir_fd, name, data)
+    if keep_backup:
+        _backup(dir_fd, name, dir_fd if backup_fd is None else backup_fd)
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    os.fsync(dir_fd)
+
+
+def create_file(dir_fd: int, name: str, data: bytes) -> None:
+    """Create a file that must not exist, whole or not at all; FileExistsError when it is there."""
+    tmp = _write_temp(dir_fd, name, data)
+    try:
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    finally:
+        os.unlink(tmp, dir_fd=dir_fd)
+    os.fsync(dir_fd)
+
+
+def _write_temp(dir_fd: int, name: str, data: bytes) -> str:
+    """Write data to a fresh dot-named temp file beside name and fsync it; return the temp name."""
     tmp = f".{name}.braind-tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
@@ -87,10 +106,7 @@ def replace_file(dir_fd: int, name: str, data: bytes, keep_backup: bool = True) 
         os.unlink(tmp, dir_fd=dir_fd)
         raise
     os.close(fd)
-    if keep_backup:
-        _backup(dir_fd, name)
-    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    os.fsync(dir_fd)
+    return tmp
 
 
 def _write_all(fd: int, data: bytes, name: str) -> None:
@@ -103,10 +119,14 @@ def _write_all(fd: int, data: bytes, name: str) -> None:
             raise BraindError("io_error", f"cannot write {name}: {exc.strerror}") from None
 
 
-def _backup(dir_fd: int, name: str) -> None:
-    """Keep one previous generation as name.bak (a hard link, so it costs nothing)."""
-    bak = f"{name}.bak"
+def _backup(dir_fd: int, name: str, bak_fd: int) -> None:
+    """Keep one previous generation as name.bak in bak_fd's directory: a hard link, swapped in atomically."""
+    bak, tmp = f"{name}.bak", f".{name}.bak-tmp"
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(bak, dir_fd=dir_fd)
-    with contextlib.suppress(FileNotFoundError):
-        os.link(name, bak, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        os.unlink(tmp, dir_fd=bak_fd)
+    try:
+        os.link(name, tmp, src_dir_fd=dir_fd, dst_dir_fd=bak_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    os.replace(tmp, bak, src_dir_fd=bak_fd, dst_dir_fd=bak_fd)
+    os.fsync(bak_fd)

@@ -25,8 +25,7 @@ from typing import Any
 from whoosh import index as whoosh_index
 from whoosh.columns import NumericColumn
 from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
-from whoosh.query import And, NullQuery, Or, Query, Term, TermRange
-from whoosh.sorting import FieldFacet, ScoreFacet
+from whoosh.query import And, Every, Not, NullQuery, Or, Query, Term, TermRange
 
 from braind import analysis
 from braind.entries import Entry
@@ -49,8 +48,6 @@ _CACHE_SIZE = 64
 _FILE = "file"
 _TOMBSTONED = "tombstoned"
 _LIVE = "live"
-# Best score first, then newest first (the stamp column is yyyymmddHHMM).
-_ORDER = [ScoreFacet(), FieldFacet("stamp", reverse=True)]
 
 
 @dataclass(frozen=True)
@@ -185,7 +182,7 @@ def _write_batch(ix: Any, batch: dict[str, _Change]) -> None:
         _delete_files(writer, list(batch))
         for change in batch.values():
             if change.record is not None:
-                _add_file(writer, change.record, change.entries)
+                add_file(writer, change.record, change.entries)
     except BaseException:
         writer.cancel()
         raise
@@ -204,7 +201,7 @@ def _delete_files(writer: Any, paths: Sequence[str]) -> None:
         searcher.close()
 
 
-def _add_file(writer: Any, record: FileRecord, entries: Sequence[Entry]) -> None:
+def add_file(writer: Any, record: FileRecord, entries: Sequence[Entry]) -> None:
     """Add the documents of one file: its record, then its entries."""
     writer.add_document(**_file_doc(record, len(entries)))
     for entry in entries:
@@ -218,7 +215,7 @@ def _utc_stamp() -> str:
 
 @dataclass(frozen=True)
 class _Filters:
-    """The search filters: entry date lower bound, roots, type."""
+    """The search filters: entry date lower bound (undated entries such as MEMORY.md sections pass), roots, type."""
 
     since: str | None
     roots: tuple[str, ...] | None
@@ -228,7 +225,7 @@ class _Filters:
         """The filters applied in Python, to uncommitted entries."""
         return (
             entry.status != _TOMBSTONED
-            and (self.since is None or entry.date >= self.since)
+            and (self.since is None or not entry.date or entry.date >= self.since)
             and (self.roots is None or entry.root in self.roots)
             and (self.type is None or entry.type == self.type)
         )
@@ -237,7 +234,7 @@ class _Filters:
         """The filters as Whoosh queries."""
         clauses: list[Query] = []
         if self.since is not None:
-            clauses.append(TermRange("date", self.since, None))
+            clauses.append(Or([TermRange("date", self.since, None), Not(Every("date"))]))
         if self.roots is not None:
             clauses.append(Or([Term("root", root) for root in self.roots]) if self.roots else NullQuery)
         if self.type is not None:
@@ -524,7 +521,7 @@ class Index:
         snippet_chars: int = 240,
     ) -> tuple[list[Hit], int]:
         """Entries holding every query word, best first, newer first on ties; and the total."""
-        parts = _parse_query(query)
+        parts = parse_query(query)
         if limit < 1:
             raise InvalidParams("invalid_params", f"limit must be at least 1, got {limit}")
         filters = _Filters(since, None if roots is None else tuple(roots), type)
@@ -551,9 +548,11 @@ class Index:
         allowed = self._allowed(filters)
         if allowed is not None and not allowed:
             return [], 0  # Whoosh reads an empty filter set as "no filter"
-        results = self._searcher.search(query, limit=limit, sortedby=_ORDER, filter=allowed, mask=denied or None)
-        # With a multi-facet sort, a hit's "score" is its sort key: (-score, -stamp).
-        scored = [(_entry(hit.fields()), -hit.score[0]) for hit in results]
+        # Plain top-N scoring lets Whoosh skip blocks that cannot reach the top; ties are then
+        # ordered newest first among the hits, and the total is counted without scoring.
+        results = self._searcher.search(query, limit=limit, filter=allowed, mask=denied or None)
+        scored = [(_entry(hit.fields()), hit.score) for hit in results]
+        scored.sort(key=lambda pair: (round(pair[1], 9), pair[0].date, pair[0].time), reverse=True)
         return scored, len(results)
 
     def _docset(self, key: object, query: Query) -> set[int]:
@@ -646,30 +645,49 @@ class Index:
 
 
 class Rebuild:
-    """A fresh index being built from every file while the live one keeps answering."""
+    """A fresh index being built from every file while the live one keeps answering.
+
+    Files are either added here, or the whole directory is built by another
+    process (see `directory` and `build_directory`) before finish() is called.
+    """
 
     def __init__(self, index: Index, directory: Path, schema: Schema) -> None:
         self._index = index
         self._directory = directory
+        self._schema = schema
         self._log: dict[str, _Change] = {}  # changes to re-apply at the swap, by path
         self.files = self.entries = 0
+        self._ix: Any = None
+        self._writer: Any = None
+        self._ended = False
         directory.mkdir(mode=0o700)
-        self._ix = whoosh_index.create_in(str(directory), schema)
-        self._writer: Any = self._ix.writer(limitmb=_WRITER_MB)
+
+    @property
+    def directory(self) -> Path:
+        """Where the new index is being built."""
+        return self._directory
 
     def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
         """Add one file with its entries to the new index."""
-        _add_file(self._writer, record, entries)
+        if self._writer is None:
+            self._ix = whoosh_index.create_in(str(self._directory), self._schema)
+            self._writer = self._ix.writer(limitmb=_WRITER_MB)
+        add_file(self._writer, record, entries)
         self.files += 1
         self.entries += len(entries)
 
     def finish(self) -> None:
         """Swap the new index in; changes made to the live index meanwhile are kept."""
-        if self._writer is None:
+        if self._ended:
             raise RuntimeError("this rebuild has already ended")
         try:
-            self._writer.commit()
-            self._writer = None
+            if self._writer is not None:
+                self._writer.commit()
+                self._writer = None
+            elif not whoosh_index.exists_in(str(self._directory)):
+                whoosh_index.create_in(str(self._directory), self._schema)
+            self._ix = whoosh_index.open_dir(str(self._directory))
+            self._ended = True
             self._index._finish_rebuild(self)
         except BaseException:
             self.abort()
@@ -677,11 +695,26 @@ class Rebuild:
 
     def abort(self) -> None:
         """Discard the new index; safe to call more than once."""
+        self._ended = True
         if self._writer is not None:
             self._writer.cancel()
             self._writer = None
         self._index._abort_rebuild(self)
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def build_directory(directory: Path, files: Sequence[tuple[FileRecord, Sequence[Entry]]]) -> int:
+    """Build a complete index in an empty directory in one commit (run in a worker process)."""
+    ix = whoosh_index.create_in(str(directory), make_schema())
+    writer = ix.writer(limitmb=_WRITER_MB)
+    try:
+        for record, entries in files:
+            add_file(writer, record, entries)
+    except BaseException:
+        writer.cancel()
+        raise
+    writer.commit()
+    return sum(len(entries) for _, entries in files)
 
 
 def _read_records(searcher: Any) -> tuple[dict[str, FileRecord], dict[str, int]]:
@@ -694,7 +727,7 @@ def _read_records(searcher: Any) -> tuple[dict[str, FileRecord], dict[str, int]]
     return records, counts
 
 
-def _parse_query(query: str) -> list[analysis.Part]:
+def parse_query(query: str) -> list[analysis.Part]:
     """The required parts of a query; refuse a query with nothing to search for."""
     if not query.strip():
         raise InvalidParams("invalid_query", "the query is empty")

@@ -9,6 +9,7 @@ from typing import Any
 from braind import schema as s
 from braind.entries import TYPES
 from braind.errors import MethodNotFound
+from braind.layered_tools import specs as layered_specs
 from braind.service import Memory
 
 
@@ -81,12 +82,13 @@ def build(memory: Memory) -> dict[str, Method]:
             "brain_recall",
             _recall_params(memory.config.recall.max_results),
             memory.brain_recall,
-            "Search past diary entries: every query word must match (multi-word AND).",
+            "Search memory (diary lines, MEMORY.md sections, logfile entries): every query word must match.",
             tool=True,
         ),
         Method("inject", _inject_params(), memory.inject, "The memory block for one agent turn."),
         Method("status", s.obj(), memory.status, "Daemon health, roots, index state and rejected files."),
         Method("reindex", s.obj(), memory.reindex, "Rebuild the index from the memory files."),
+        *(Method(*spec, tool=True) for spec in layered_specs(memory.layered)),
     ]
     table = {m.name: m for m in methods}
     table["tools"] = Method("tools", s.obj(), lambda: tools(table), "The agent tool set with JSON Schemas.")

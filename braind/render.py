@@ -33,7 +33,8 @@ def hits(result: dict[str, Any]) -> str:
     lines = []
     for hit in result["hits"]:
         kind = "" if hit["type"] == "note" else f" [{hit['type']}]"
-        lines.append(f"{hit['date']} {hit['time']}{kind} {hit['snippet']}  ({hit['fp']})")
+        when = f"{hit['date']} {hit['time']}".strip() or "(undated)"  # MEMORY.md sections have no date
+        lines.append(f"{when}{kind} {hit['snippet']}  ({hit['fp']})")
     lines.append(f"{result['total']} match{'es' if result['total'] != 1 else ''}")
     return "\n".join(lines)
 

@@ -15,8 +15,10 @@ from braind.config import Config
 from braind.entries import Entry, GrammarError, Line, make_meta, render_line
 from braind.errors import BraindError, InvalidParams
 from braind.fsutil import append_line
-from braind.index import Index
-from braind.inject import TurnLedger, assemble, diary_part
+from braind.inject import TurnLedger
+from braind.layered_inject import compose
+from braind.layered_tools import LayeredMemory
+from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
 from braind.roots import Root, ensure_root, project_root, user_root
 from braind.sync import Report, Syncer, load_file, root_available, walk
@@ -34,7 +36,9 @@ def local_now() -> dt.datetime:
 class Memory:
     """Every operation on memory, independent of the socket that exposes it."""
 
-    def __init__(self, config: Config, index: Index, syncer: Syncer, problems: Problems, clock: Clock = local_now):
+    def __init__(
+        self, config: Config, index: PartitionedIndex, syncer: Syncer, problems: Problems, clock: Clock = local_now
+    ) -> None:
         self.config = config
         self.index = index
         self.syncer = syncer
@@ -48,6 +52,7 @@ class Memory:
         self.root_created: Callable[[], None] = lambda: None
         self.reindexing: dict[str, int] | None = None
         self._reindex_lock = threading.Lock()
+        self.layered = LayeredMemory(self)
 
     def roots(self) -> list[Root]:
         """Every root the daemon watches: the user root, then configured projects."""
@@ -55,11 +60,11 @@ class Memory:
 
     def root_for(self, project: str | None) -> Root:
         """The root a write goes to: the project's when one is named."""
-        return project_root(project) if project else self.user
+        return self.layered.project(project) if project else self.user
 
     def visible_roots(self, project: str | None, realm: str | None = None) -> list[Root]:
         """What a request sees: the user root plus at most the one named project."""
-        roots = [self.user] + ([project_root(project)] if project else [])
+        roots = [self.user] + ([self.layered.project(project)] if project else [])
         return [r for r in roots if realm is None or r.realm == realm]
 
     def brain_note(
@@ -132,8 +137,8 @@ class Memory:
         """The memory block for one turn, served once per (session, turn)."""
         if turn is not None and not self.ledger.first(session, turn):
             return {"text": "", "bytes": 0, "parts": [], "skipped": "already_injected"}
-        parts = [p for p in [diary_part(self._recent_diary(project), self.config.inject.max_bytes)] if p]
-        text = assemble(parts)
+        snapshot = self.layered.snapshot(session, project)
+        text, parts = compose(snapshot, self._recent_diary(project), self.config.inject)
         skipped = None if text else "empty"
         return {
             "text": text,
@@ -172,6 +177,7 @@ class Memory:
         """Bring the index in line with the disk for the given roots (all by default)."""
         total = Report()
         for root in roots or self.roots():
+            self.layered.migrator.ensure(root)
             report = self.syncer.reconcile(root)
             for key, value in report.as_dict().items():
                 setattr(total, key, getattr(total, key) + value)
@@ -190,6 +196,9 @@ class Memory:
     def _rebuild(self) -> dict[str, Any]:
         """Load every file of every root into a fresh index, then swap it in."""
         started = time.monotonic()
+        missing = [str(root.path) for root in self.roots() if not root_available(root)]
+        if missing and self.index.stats()["files"]:
+            raise BraindError("root_unavailable", f"not rebuilding while {', '.join(missing)} is unavailable")
         todo = [(root, rel) for root in self.roots() if root_available(root) for rel in walk(root)]
         self.reindexing = {"done": 0, "total": len(todo)}
         rebuild = self.index.rebuild()

@@ -10,10 +10,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from braind import layered
 from braind.config import FilesConfig
 from braind.entries import Entry, diary_entries
 from braind.errors import BraindError
-from braind.index import FileRecord, Index
+from braind.index import FileRecord
+from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
 from braind.roots import Root
 from braind.validate import Problem, classify, diary_date, parse_diary, read_file
@@ -51,10 +53,13 @@ class Report:
 
 
 def load_file(root: Root, rel: Path, files: FilesConfig) -> Loaded:
-    """Validate and parse one memory file (a diary day, for now) into entries."""
+    """Validate and parse one memory file (a diary day, SOUL.md, MEMORY.md or a logfile) into entries."""
     path = str(root.path / rel)
     if os.path.islink(path):
         return Loaded(path, None, problems=(Problem(path, None, "symlink", "symbolic links are not followed"),))
+    kind = classify(rel)
+    if kind != "diary":
+        return _load_layered(root, rel, kind, files)
     date = diary_date(rel.name)
     if date is None:
         problem = Problem(path, None, "invalid_date", "diary files must be named YYYY-MM-DD.md with a real date")
@@ -69,6 +74,18 @@ def load_file(root: Root, rel: Path, files: FilesConfig) -> Loaded:
     return Loaded(path, record, tuple(entries), tuple(skipped))
 
 
+def _load_layered(root: Root, rel: Path, kind: str, files: FilesConfig) -> Loaded:
+    """SOUL.md (no entries), MEMORY.md (one entry per section) or a logfile (one per entry)."""
+    path = str(root.path / rel)
+    try:
+        data = read_file(root.path, rel, files.max_file_bytes)
+    except BraindError as exc:
+        return Loaded(path, None, problems=(Problem(path, None, exc.reason, exc.message),))
+    entries, problems = layered.load(kind, data.text, files.max_line_bytes, str(root.path), root.realm, path)
+    record = FileRecord(str(root.path), path, data.size, data.mtime_ns, data.sha256)
+    return Loaded(path, record, tuple(entries), tuple(problems))
+
+
 def walk(root: Root) -> Iterator[Path]:
     """Every memory file below a root (relative paths); links and artefacts are not followed."""
     for dirpath, dirnames, filenames in os.walk(root.path, followlinks=False):
@@ -76,19 +93,25 @@ def walk(root: Root) -> Iterator[Path]:
         dirnames[:] = sorted(d for d in dirnames if classify(rel_dir / d) != "artefact")
         links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
         for name in sorted(filenames + links):
-            if _is_memory(rel_dir / name):
+            if _is_memory(rel_dir / name, root):
                 yield rel_dir / name
 
 
-def _is_memory(rel: Path) -> bool:
-    """True for memory files, and for the diary directory itself (reported when it is a link)."""
-    return classify(rel) == "diary" or rel == Path("diary")
+def _is_memory(rel: Path, root: Root) -> bool:
+    """True for memory files, and for the diary and logs directories themselves (reported when links)."""
+    return is_memory_file(rel, root) or rel in (Path("diary"), Path("logs"))
+
+
+def is_memory_file(rel: Path, root: Root) -> bool:
+    """A diary day or a logfile in any root; SOUL.md and MEMORY.md only in the user root."""
+    kind = classify(rel)
+    return kind in ("diary", "logfile") or (kind in ("soul", "memory") and root.realm == "user")
 
 
 class Syncer:
     """Applies the disk's state to the index, serialised so two syncs never interleave."""
 
-    def __init__(self, index: Index, files: FilesConfig, problems: Problems) -> None:
+    def __init__(self, index: PartitionedIndex, files: FilesConfig, problems: Problems) -> None:
         self.index = index
         self.files = files
         self.problems = problems
@@ -120,16 +143,16 @@ class Syncer:
                 self.reconcile(root, under=path)
             elif kind == "missing":
                 self._forget(str(path))
-            elif _is_memory(rel) or kind == "link":
+            elif _is_memory(rel, root) or kind == "link":
                 self._sync_or_forget(root, rel)
 
     def _sync_or_forget(self, root: Root, rel: Path) -> None:
         """Sync a memory file; forget what lies below a linked directory, reporting the link."""
-        if classify(rel) == "diary":
+        if is_memory_file(rel, root):
             self.sync_file(root, rel)
             return
         self._forget(str(root.path / rel))
-        if _is_memory(rel):
+        if _is_memory(rel, root):
             self.apply(root, load_file(root, rel, self.files))
 
     def _forget(self, path: str) -> None:

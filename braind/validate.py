@@ -73,13 +73,18 @@ class FileData:
 
 
 def classify(rel: Path) -> str:
-    """What a path inside a root is: 'diary', 'ignored' (not memory) or 'artefact'."""
+    """What a path inside a root is: 'diary', 'soul', 'memory', 'logfile', 'ignored' (not memory) or 'artefact'."""
     parts = rel.parts
     if any(is_artefact(part) for part in parts):
         return "artefact"
     if len(parts) == 2 and parts[0] == "diary":
         return "diary"
-    return "ignored"
+    if len(parts) == 2 and parts[0] == "logs" and parts[1].endswith(".md"):
+        return "logfile"
+    return _TOP_FILES.get(rel.as_posix(), "ignored")
+
+
+_TOP_FILES = {"SOUL.md": "soul", "MEMORY.md": "memory"}
 
 
 def open_dir(root: Path, parts: tuple[str, ...] = (), create: bool = False) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -11,8 +13,10 @@ from typing import Any
 import pytest
 from test_server import WAIT, no_leaked_threads, sock_dir, wait_for  # noqa: F401 (fixtures)
 
+from braind import errors
 from braind.client import Client
 from braind.errors import (
+    APPLICATION_ERROR,
     BraindError,
     InternalError,
     InvalidParams,
@@ -213,3 +217,80 @@ def reply_with(listener: socket.socket, line: bytes) -> None:
     with conn, conn.makefile("rb") as reader:
         reader.readline()
         conn.sendall(line)
+
+
+# Reasons the contract names (SPEC §3) that a daemon may send even before this one raises them.
+CONTRACT_REASONS = (
+    "invalid_date",
+    "symlink",
+    "path_escape",
+    "too_large",
+    "nul_byte",
+    "not_found",
+    "ambiguous",
+    "exists",
+    "invalid_name",
+    "forbidden_heading",
+    "budget_exceeded",
+    "approval_required",
+    "unauthorized",
+    "busy",
+    "internal",
+)
+ERROR_CLASSES: dict[str, type[BraindError]] = {
+    name: cls for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, BraindError)
+}
+# What a client raises: one class per JSON-RPC code, and for application errors a few reasons told apart by type.
+CODE_TYPES: dict[int, type[BraindError]] = {
+    ParseError.code: ParseError,
+    InvalidRequest.code: InvalidRequest,
+    MethodNotFound.code: MethodNotFound,
+    InvalidParams.code: InvalidParams,
+    InternalError.code: InternalError,
+}
+CLIENT_TYPES: dict[str, type[BraindError]] = {
+    "not_found": NotFound,
+    "busy": Unavailable,
+    "unauthorized": Unavailable,
+    "already_running": Unavailable,
+    "daemon_unavailable": Unavailable,
+}
+
+
+def fixed_reason(cls: type[BraindError]) -> str | None:
+    """The reason a class sets itself (NotFound and the like), or None when the caller passes one."""
+    takes_reason = list(inspect.signature(cls.__init__).parameters)[1] == "reason"
+    return None if takes_reason else cls("raised on purpose").reason  # type: ignore[call-arg]
+
+
+def daemon_reasons() -> list[tuple[str, str]]:
+    """(error class, reason) for every reason braind's code raises, plus the contract's."""
+    found: set[tuple[str, str]] = {("BraindError", reason) for reason in CONTRACT_REASONS}
+    for source in sorted((Path(__file__).resolve().parent.parent / "braind").glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ERROR_CLASSES):
+                continue
+            fixed = fixed_reason(ERROR_CLASSES[node.func.id])
+            if fixed is not None:
+                found.add((node.func.id, fixed))
+            elif node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                found.add((node.func.id, node.args[0].value))
+    return sorted(found)
+
+
+def raise_named(method: str, params: dict[str, Any]) -> Any:
+    """A daemon stand-in that raises the error class and reason it is asked for."""
+    cls = ERROR_CLASSES[params["cls"]]
+    if fixed_reason(cls) is not None:
+        raise cls("raised on purpose")  # type: ignore[call-arg]
+    raise cls(params["reason"], "raised on purpose")
+
+
+@pytest.mark.parametrize(("cls_name", "reason"), daemon_reasons())
+def test_every_reason_the_daemon_uses_reaches_the_client_typed(path: Path, cls_name: str, reason: str) -> None:
+    sent = ERROR_CLASSES[cls_name]
+    expected = CLIENT_TYPES.get(reason, BraindError) if sent.code == APPLICATION_ERROR else CODE_TYPES[sent.code]
+    with SocketServer(path, raise_named), Client(path) as client, pytest.raises(BraindError) as raised:
+        client.call("raise", cls=cls_name, reason=reason)
+    assert (type(raised.value), raised.value.code, raised.value.reason) == (expected, sent.code, reason)
+    assert raised.value.message == "raised on purpose"

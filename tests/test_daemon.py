@@ -210,6 +210,10 @@ def test_missing_root_never_purges(daemon: Daemon) -> None:
     root = daemon.call("status")["roots"][0]
     assert root["available"] is False
     assert daemon.recall("precious") == ["precious memory"]
+    with pytest.raises(BraindError) as err:
+        daemon.call("reindex")
+    assert err.value.reason == "root_unavailable"
+    assert daemon.recall("precious") == ["precious memory"]
     away.rename(daemon.root)
     daemon.call("brain_note", text="after return")
     daemon.wait_recall("precious", "precious memory")

@@ -1,0 +1,138 @@
+"""The time-partitioned index: routing, windowed search, merging, rebuilds in worker processes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from braind.entries import Entry
+from braind.errors import InvalidParams
+from braind.index import FileRecord
+from braind.partitioned import OTHER, PartitionedIndex, partition_key
+
+ROOT = "/r"
+
+
+def day_file(date: str, *texts: str) -> tuple[FileRecord, list[Entry]]:
+    """A diary day with one entry per text, as sync would load it."""
+    path = f"{ROOT}/diary/{date}.md"
+    entries = [
+        Entry(root=ROOT, realm="user", path=path, line=n, date=date, time=f"{n % 24:02d}:00", text=text)
+        for n, text in enumerate(texts, start=1)
+    ]
+    return FileRecord(ROOT, path, len(texts), 1, "0" * 64), entries
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[PartitionedIndex]:
+    """An open, started partitioned index in a temp state dir."""
+    ix = PartitionedIndex(tmp_path / "state", "test", commit_ms=20)
+    assert ix.open() is True
+    ix.start()
+    yield ix
+    ix.close()
+
+
+def test_partition_key_routes_diary_days_by_month() -> None:
+    assert partition_key("/r/diary/2026-11-30.md") == "2026-11"
+    assert partition_key("/p/.agents/.memory/diary/2025-01-02.md") == "2025-01"
+    assert partition_key("/r/MEMORY.md") == OTHER
+    assert partition_key("/r/logs/2026-11-30.md") == OTHER
+
+
+def test_search_merges_partitions_and_respects_the_window(index: PartitionedIndex) -> None:
+    for date in ("2024-01-15", "2026-10-30", "2026-11-29"):
+        index.replace_file(*day_file(date, f"oolong tea on {date}", "coffee only"))
+    hits, total = index.search("oolong tea", since="2026-10-01")
+    assert total == 2 and [h.entry.date for h in hits] == ["2026-11-29", "2026-10-30"]
+    index.commit()
+    hits, total = index.search("oolong tea", since="2026-10-01")
+    assert total == 2 and [h.entry.date for h in hits] == ["2026-11-29", "2026-10-30"]
+    assert index.search("oolong", since=None, limit=1)[1] == 3
+    assert len(index.search("oolong", limit=1)[0]) == 1
+    assert index.stats()["partitions"] == 3 and index.stats()["entries"] == 6
+
+
+def test_empty_query_refused_even_with_no_partitions(index: PartitionedIndex) -> None:
+    with pytest.raises(InvalidParams):
+        index.search("   ")
+
+
+def test_remove_and_entries_for_route_to_the_right_partition(index: PartitionedIndex) -> None:
+    record, entries = day_file("2026-11-01", "first", "second")
+    index.replace_file(record, entries)
+    assert [e.text for e in index.entries_for(record.path)] == ["first", "second"]
+    index.remove_file(record.path)
+    assert index.entries_for(record.path) == [] and record.path not in index.file_records()
+    index.remove_file("/r/diary/1999-01-01.md")  # no such partition: nothing to do
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_rebuild_replaces_everything_and_keeps_concurrent_writes(tmp_path: Path, parallel: bool) -> None:
+    ix = PartitionedIndex(tmp_path / "s", "test", commit_ms=20, parallel_min_entries=0 if parallel else 10**9)
+    ix.open()
+    ix.start()
+    try:
+        ix.replace_file(*day_file("2025-06-01", "stale entry gone after rebuild"))
+        ix.commit()
+        rebuild = ix.rebuild()
+        for date in ("2026-11-01", "2026-11-02", "2025-07-07"):
+            rebuild.add(*day_file(date, f"rebuilt walnut {date}"))
+        ix.replace_file(*day_file("2026-11-03", "written during the rebuild walnut"))
+        assert ix.search("stale", since=None)[1] == 1  # the live index keeps answering
+        rebuild.finish()
+        assert ix.search("stale", since=None)[1] == 0
+        assert ix.search("walnut", since=None)[1] == 4
+        assert ix.stats()["state"] == "ready"
+    finally:
+        ix.close()
+
+
+def test_reopen_keeps_data_and_a_bad_layout_is_moved_aside(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    ix = PartitionedIndex(state, "test")
+    ix.open()
+    ix.replace_file(*day_file("2026-11-01", "persistent pear"))
+    ix.close()
+    again = PartitionedIndex(state, "test")
+    assert again.open() is False and again.search("pear")[1] == 1
+    again.close()
+    manifest = json.loads((state / "manifest.json").read_text())
+    (state / "manifest.json").write_text(json.dumps({**manifest, "layout_version": 0}))
+    third = PartitionedIndex(state, "test")
+    assert third.open() is True and third.search("pear")[1] == 0
+    third.close()
+    assert [p.name for p in state.iterdir() if p.name.startswith("partitions.old-")]
+
+
+def test_one_corrupt_partition_is_rebuilt_alone(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    ix = PartitionedIndex(state, "test")
+    ix.open()
+    ix.replace_file(*day_file("2026-10-01", "october plum"))
+    ix.replace_file(*day_file("2026-11-01", "november plum"))
+    ix.close()
+    (state / "partitions" / "2026-10" / "manifest.json").write_text("{garbage")
+    again = PartitionedIndex(state, "test")
+    assert again.open() is True
+    assert [h.entry.text for h in again.search("plum")[0]] == ["november plum"]
+    again.close()
+
+
+def test_state_dir_is_private(tmp_path: Path) -> None:
+    state = tmp_path / "s"
+    PartitionedIndex(state, "t").open()
+    assert state.stat().st_mode & 0o777 == 0o700
+
+
+def test_date_window_is_by_entry_date(index: PartitionedIndex) -> None:
+    today = dt.date.today()
+    old = (today - dt.timedelta(days=40)).isoformat()
+    index.replace_file(*day_file(old, "ancient quince"))
+    since = (today - dt.timedelta(days=29)).isoformat()
+    assert index.search("quince", since=since)[1] == 0
+    assert index.search("quince", since=old)[1] == 1
