@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from dataclasses import dataclass, field, replace
 
 TYPES = ("note", "fact", "decision", "error", "workflow")
@@ -30,6 +29,8 @@ _TIME = r"(?:[01]\d|2[0-3]):[0-5]\d"
 _LINE = re.compile(rf"^\[(?P<time>{_TIME})\] (?P<rest>.*)$", re.DOTALL)
 _GROUP = re.compile(r"^\[(?P<meta>[^\[\]]*)\](?: (?P<text>.*))?$", re.DOTALL)
 _TOKEN = re.compile(r"^[^\s\[\]]+$")
+# Category Cc but tab, and lone surrogates (Cs): one regex, as this runs on every line read.
+CONTROL_OR_SURROGATE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -137,7 +138,7 @@ def check_text(text: str) -> str:
     """Entry text: non-empty, no surrounding space, no control character but tab."""
     if not text or text != text.strip():
         raise GrammarError("entry text must be non-empty with no leading or trailing space")
-    if any(c != "\t" and unicodedata.category(c) in ("Cc", "Cs") for c in text):
+    if CONTROL_OR_SURROGATE.search(text):
         raise GrammarError("control character in entry text")
     return text
 

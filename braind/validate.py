@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from braind.entries import GrammarError, Line, parse_line
+from braind.entries import CONTROL_OR_SURROGATE, GrammarError, Line, parse_line
 from braind.errors import Rejected
 
 _DIARY_NAME = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md", re.ASCII)
@@ -227,7 +227,7 @@ def _line_problem(raw: str, max_line_bytes: int) -> tuple[str, str] | None:
     size = len(raw.encode("utf-8"))
     if size > max_line_bytes:
         return "line_too_long", f"{size} bytes, over files.max_line_bytes={max_line_bytes}"
-    if any(unicodedata.category(c) == "Cc" and c != "\t" for c in raw):
+    if CONTROL_OR_SURROGATE.search(raw):
         return "control_char", "control character in line"
     return None
 
