@@ -69,6 +69,7 @@ class PartitionedIndex:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._generation = 0
+        self._version = 0
         self._rebuilding = False
 
     # -- opening -----------------------------------------------------------------
@@ -197,6 +198,11 @@ class PartitionedIndex:
         """A counter that increases after every commit that changed something."""
         return self._generation
 
+    @property
+    def version(self) -> int:
+        """A counter that increases with every change to what reads see, committed or not."""
+        return self._version
+
     # -- writes ------------------------------------------------------------------
 
     def replace_file(self, record: FileRecord, entries: Sequence[Entry]) -> None:
@@ -204,6 +210,7 @@ class PartitionedIndex:
         part = self._part(partition_key(record.path), create=True)
         assert part is not None
         part.replace_file(record, entries)
+        self._version += 1
         self._wake.set()
 
     def remove_file(self, path: str) -> None:
@@ -211,6 +218,7 @@ class PartitionedIndex:
         part = self._part(partition_key(path), create=False)
         if part is not None:
             part.remove_file(path)
+            self._version += 1
             self._wake.set()
 
     # -- reads ---------------------------------------------------------------------
@@ -299,6 +307,7 @@ class PartitionedRebuild:
             for rebuild in rebuilds.values():
                 rebuild.finish()
             self._index._generation += 1
+            self._index._version += 1
         finally:
             self._index._rebuilding = False
 

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from braind.validate import clean_note, open_dir
 
 Clock = Callable[[], dt.datetime]
 IMPORTANT_TYPES = ("decision",)
+_BLOCK_CACHE = 256
 
 
 def local_now() -> dt.datetime:
@@ -47,6 +49,8 @@ class Memory:
         self.user = user_root(config.memory_root)
         self.projects = [project_root(p) for p in config.projects if p.is_dir()]
         self.ledger = TurnLedger()
+        self._blocks: OrderedDict[tuple[Any, ...], tuple[str, list[Any]]] = OrderedDict()
+        self._blocks_lock = threading.Lock()
         self.started = time.monotonic()
         self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}
         self.root_created: Callable[[], None] = lambda: None
@@ -138,7 +142,7 @@ class Memory:
         if turn is not None and not self.ledger.first(session, turn):
             return {"text": "", "bytes": 0, "parts": [], "skipped": "already_injected"}
         snapshot = self.layered.snapshot(session, project)
-        text, parts = compose(snapshot, self._recent_diary(project), self.config.inject)
+        text, parts = self._compose(session, project, snapshot)
         skipped = None if text else "empty"
         return {
             "text": text,
@@ -146,6 +150,19 @@ class Memory:
             "parts": [p.describe() for p in parts],
             "skipped": skipped,
         }
+
+    def _compose(self, session: str, project: str | None, snapshot: Any) -> tuple[str, list[Any]]:
+        """The block, cached until memory changes: a steady session's turns cost a lookup."""
+        key = (session, id(snapshot), project, self.clock().date(), self.index.version)
+        with self._blocks_lock:
+            cached = self._blocks.get(key)
+        if cached is None:
+            cached = compose(snapshot, self._recent_diary(project), self.config.inject)
+            with self._blocks_lock:
+                self._blocks[key] = cached
+                while len(self._blocks) > _BLOCK_CACHE:
+                    self._blocks.popitem(last=False)
+        return cached
 
     def _recent_diary(self, project: str | None) -> list[Entry]:
         """Live entries of the last inject.diary_days diary days of the visible roots."""
