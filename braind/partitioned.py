@@ -36,7 +36,7 @@ _MANIFEST = "manifest.json"
 _OLD = "partitions.old-"
 _KEEP_OLD = 2
 _DIARY_FILE = re.compile(r"/diary/(\d{4}-\d{2})-\d{2}\.md$")
-_PARALLEL_MIN_ENTRIES = 20000
+_PARALLEL_MIN_ENTRIES = 4000
 
 
 def partition_key(path: str) -> str:
