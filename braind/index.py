@@ -496,6 +496,13 @@ class Index:
                     records[path] = change.record
         return records
 
+    def roots(self) -> set[str]:
+        """The roots of every file in this index, queued changes included."""
+        with self._lock:
+            found = {record.root for record in self._records.values()}
+            found |= {change.record.root for change in self._overlay().values() if change.record is not None}
+        return found
+
     def entries_for(self, path: str) -> list[Entry]:
         """The current entries of one file, by line, including queued changes."""
         with self._search_lock:

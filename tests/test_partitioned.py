@@ -136,3 +136,18 @@ def test_date_window_is_by_entry_date(index: PartitionedIndex) -> None:
     since = (today - dt.timedelta(days=29)).isoformat()
     assert index.search("quince", since=since)[1] == 0
     assert index.search("quince", since=old)[1] == 1
+
+
+def test_roots_filter_still_applies_when_a_partition_mixes_roots(index: PartitionedIndex) -> None:
+    record, entries = day_file("2026-11-02", "shared fig")
+    index.replace_file(record, entries)
+    other = "/p/.agents/.memory"
+    path = f"{other}/diary/2026-11-02.md"
+    project_entry = Entry(
+        root=other, realm="project", path=path, line=1, date="2026-11-02", time="10:00", text="project fig"
+    )
+    index.replace_file(FileRecord(other, path, 1, 1, "0" * 64), [project_entry])
+    index.commit()
+    assert [h.entry.text for h in index.search("fig", roots=[ROOT])[0]] == ["shared fig"]
+    assert index.search("fig", roots=[ROOT, other])[1] == 2
+    assert index.search("fig", since="2026-11-03")[1] == 0
