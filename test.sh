@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")"
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-.venv/bin/ruff check braind tests
+.venv/bin/ruff check braind tests bench
 .venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,63 @@
+"""The command line: pick a plan, run each corpus size, print and write the report."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import baselines, plan, proc, profile, report
+from bench.run import SizeRun, say
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The options of `python -m bench`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Benchmark the real braind daemon over its socket against baselines on the same corpus.",
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the 10k corpus with fewer rounds (about 2 minutes)")
+    size.add_argument("--smoke", action="store_true", help="a tiny corpus and few rounds: checks the suite works")
+    parser.add_argument("--entries", type=int, action="append", metavar="N", help="corpus size (repeatable)")
+    parser.add_argument("--huge", action="store_true", help="add the 1,000,000-entry corpus (slow)")
+    parser.add_argument("--seed", type=int, default=1, help="corpus and query seed (default 1)")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"results and cached corpora (default {OUT})")
+    parser.add_argument(
+        "--profile", action="store_true", help="attach py-spy to the daemon in each phase (slows it; writes profile-*)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; exit status 1 when it could not run."""
+    args = build_parser().parse_args(argv)
+    if args.entries and min(args.entries) < 100:
+        build_parser().error("--entries must be at least 100")
+    if not baselines.fts5_available():
+        print("bench: error: this Python's SQLite has no FTS5", file=sys.stderr)
+        return 1
+    if args.profile and profile.py_spy() is None:
+        print("bench: error: --profile needs py-spy (pip install py-spy)", file=sys.stderr)
+        return 1
+    chosen = plan.choose(args.smoke, args.quick, args.entries, args.huge)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
+    hardware = proc.hardware()
+    results = run_all(chosen, args.out, args.seed, args.profile)
+    hardware["load_end"] = proc.loadavg()
+    md, js = report.write(args.out, stamp, hardware, results)
+    print(md.read_text(encoding="utf-8"))
+    say(f"wrote {md} and {js}")
+    return 0
+
+
+def run_all(chosen: plan.Plan, out: Path, seed: int, profiled: bool) -> list[dict[str, Any]]:
+    """Every corpus size of the plan, smallest first."""
+    say(f"{chosen.name} run: {', '.join(f'{n:,}' for n in chosen.sizes)} entries")
+    return [SizeRun(n, chosen, out, seed, profiled).run() for n in sorted(chosen.sizes)]

@@ -1,0 +1,229 @@
+"""One corpus size, end to end: baselines, cold starts, then every measurement of the running daemon."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from bench import baselines, corpus, load, measure, proc, queries
+from bench.daemon import BenchDaemon
+from bench.plan import Plan
+from bench.profile import Profiler
+from bench.stats import summarize
+from braind.client import Client
+
+WINDOWS = (30, 365)
+DEFAULT_WINDOW = 30
+Query = tuple[str, ...]
+
+
+def say(message: str) -> None:
+    """Progress on stderr, so that stdout carries only the table."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def timed_phase(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Time a phase of the run and announce it."""
+    say(name)
+    started = time.perf_counter()
+    yield
+    phases[name] = round(time.perf_counter() - started, 2)
+
+
+def _median_of(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The median of each figure over rounds, plus how many rounds there were."""
+    keys = rounds[0].keys()
+    return {**{k: float(statistics.median(r[k] for r in rounds)) for k in keys}, "rounds": float(len(rounds))}
+
+
+def scan_latency(root: Path, qs: Sequence[Query], days: int, today: dt.date) -> dict[str, Any]:
+    """Baseline (a): latency of the plugin's scan over the same queries and window, each once."""
+    timed = [_timed(partial(baselines.scan, root, q, days, today)) for q in qs]
+    return {**summarize([ms for ms, _ in timed]).as_dict(), "totals": [found[1] for _, found in timed]}
+
+
+def fts_latency(fts: baselines.Fts5, qs: Sequence[Query], since: str) -> dict[str, Any]:
+    """Baseline (b): latency of FTS5 prefix-AND queries with the same window, each once."""
+    samples = [_timed(partial(fts.recall, q, since))[0] for q in qs]
+    return {**summarize(samples).as_dict(), "totals": [fts.total(q, since) for q in qs]}
+
+
+def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
+    """Milliseconds one call takes, and its result."""
+    started = time.perf_counter()
+    result = call()
+    return measure.ms_since(started), result
+
+
+class SizeRun:
+    """Everything measured on one corpus size, in a temp dir under /tmp (short socket paths)."""
+
+    def __init__(self, n: int, plan: Plan, out: Path, seed: int, profile: bool = False) -> None:
+        self.n, self.plan, self.out, self.seed = n, plan, out, seed
+        self.profiler = Profiler(out if profile else None, str(n))
+        self.today = dt.date.today()
+        self.rng = random.Random(seed)
+        self.phases: dict[str, float] = {}
+        self.results: dict[str, Any] = {"entries": n, "plan": plan.name, "phases": self.phases}
+
+    @contextmanager
+    def phase(self, name: str, profiled: str | None = None) -> Iterator[None]:
+        """Announce and time a phase; profile the daemon meanwhile when asked to."""
+        with timed_phase(self.phases, f"{self.n} entries: {name}"):
+            if profiled is None:
+                yield
+            else:
+                with self.profiler.phase(self.daemon, profiled, gil=profiled != "writes"):
+                    yield
+
+    def run(self) -> dict[str, Any]:
+        """Generate or reuse the corpus, then measure; returns every figure."""
+        with self.phase("corpus"):
+            self.corpus = corpus.ensure(self.out, self.n, self.seed, self.today)
+            self.docs = corpus.load(self.corpus.root)
+            self.classes = queries.choose(self.docs, self.today, self.seed, self.plan.distinct_queries)
+        self.results["corpus"] = self._describe()
+        with tempfile.TemporaryDirectory(prefix="bb", dir="/tmp") as tmp:
+            self._in(Path(tmp))
+        return self.results
+
+    def _describe(self) -> dict[str, Any]:
+        """The corpus's size, span and windows, and the queries chosen."""
+        info = {k: v for k, v in asdict(self.corpus).items() if k != "root"}
+        for days in WINDOWS:
+            since = (self.today - dt.timedelta(days=days - 1)).isoformat()
+            info[f"entries_{days}d"] = sum(1 for d in self.docs if d.date >= since)
+        info["queries"] = {c.key: [" ".join(q) for q in c.queries] for c in self.classes}
+        return info
+
+    def _in(self, base: Path) -> None:
+        """Baselines first (the daemon is not running), then the daemon."""
+        self._build_baselines(base)
+        root = base / "root"
+        shutil.copytree(self.corpus.root, root)
+        daemon = self._cold_starts(base, root)
+        try:
+            with daemon.client() as client:
+                self.daemon = daemon
+                self._with_daemon(daemon, client, root)
+        finally:
+            daemon.remove()
+            self.fts.close()
+
+    def _build_baselines(self, base: Path) -> None:
+        """Plain Whoosh (in a child process) and FTS5 build the same entries."""
+        with self.phase("baseline builds (plain Whoosh, FTS5)"):
+            self.results["whoosh_build"] = baselines.whoosh_build(self.corpus.root, base / "whoosh")
+            shutil.rmtree(base / "whoosh")
+            self.fts = baselines.Fts5(base / "fts5.db")
+            seconds = self.fts.build(self.docs)
+            self.results["fts5_build"] = {"seconds": seconds, "entries_per_s": len(self.docs) / seconds}
+
+    def _cold_starts(self, base: Path, root: Path) -> BenchDaemon:
+        """Start the daemon on the corpus with no index, `cold_rounds` times; the last one keeps running."""
+        rounds = self.plan.cold_rounds_for(self.n)
+        found = []
+        with self.phase(f"cold start x{rounds}"):
+            for i in range(rounds - 1):
+                daemon = BenchDaemon(base, root, f"cold{i}")
+                try:
+                    found.append(measure.cold_start(daemon, self._start_timeout()))
+                finally:
+                    daemon.remove()
+            daemon = BenchDaemon(base, root, "live")
+            try:
+                watch = partial(self.profiler.phase, daemon, "cold-start")
+                found.append(measure.cold_start(daemon, self._start_timeout(), watch))
+            except BaseException:
+                daemon.remove()
+                raise
+        self.results["cold_start"] = _median_of(found)
+        return daemon
+
+    def _start_timeout(self) -> float:
+        """Seconds a cold start may take before the run gives up: generous, at 100 entries/s."""
+        return max(120.0, self.n / 100)
+
+    def _with_daemon(self, daemon: BenchDaemon, client: Client, root: Path) -> None:
+        """Every measurement of the running daemon, the idle window last."""
+        time.sleep(measure.SETTLE_S)
+        self.results["rest"] = measure.at_rest(daemon.pid)
+        index = {"ready": measure.index_state(client, daemon.state)}
+        self._reindex(client)
+        index["reindexed"] = measure.index_state(client, daemon.state)
+        self._recall(client)
+        self._throughput(daemon)
+        self._writes(client, root)
+        index["written"] = measure.index_state(client, daemon.state)
+        self.results["index"] = index
+        with self.phase(f"idle {self.plan.idle_seconds:g} s", "idle"):
+            self.results["idle"] = measure.idle(daemon.pid, self.plan.idle_seconds)
+        self.results["peak_rss_mb"] = proc.peak_rss_mb(daemon.pid)
+
+    def _reindex(self, client: Client) -> None:
+        """`reindex` over the socket, `cold_rounds` times."""
+        rounds = self.plan.cold_rounds_for(self.n)
+        with self.phase(f"reindex x{rounds}", "reindex"):
+            self.results["reindex"] = _median_of([measure.reindex(client, self.daemon.pid) for _ in range(rounds)])
+
+    def _recall(self, client: Client) -> None:
+        """Every query class in every window: braind, the scan and FTS5."""
+        found: dict[str, Any] = {}
+        with self.phase("recall", "recall"):
+            self.results["round_trip"] = measure.round_trip(client, self.plan.injects)
+            for days in WINDOWS:
+                measure.warm_up(client, None if days == DEFAULT_WINDOW else days)
+                for cls in self.classes:
+                    found[f"{days}d/{cls.key}"] = self._recall_class(client, cls, days)
+        self.results["recall"] = found
+
+    def _recall_class(self, client: Client, cls: queries.QueryClass, days: int) -> dict[str, Any]:
+        """One query class in one window; FTS5 is left out for Chinese (its tokenizer keeps CJK runs whole)."""
+        since = (self.today - dt.timedelta(days=days - 1)).isoformat()
+        return {
+            "label": cls.label,
+            "queries": len(cls.queries),
+            "braind": measure.recall(client, cls.queries, None if days == DEFAULT_WINDOW else days),
+            "scan": scan_latency(self.corpus.root, cls.queries, days, self.today),
+            "fts5": None if "chinese" in cls.key else fts_latency(self.fts, cls.queries, since),
+        }
+
+    def _throughput(self, daemon: BenchDaemon) -> None:
+        """1 and 8 client processes recalling the default window, braind and the scan."""
+        rounds = itertools.zip_longest(*(c.queries for c in self.classes))
+        qs = tuple(q for mixed in rounds for q in mixed if q is not None)  # the classes interleaved
+        found: dict[str, Any] = {}
+        with self.phase("throughput", "throughput"):
+            for kind in ("braind", "scan"):
+                spec = load.LoadSpec(
+                    kind,
+                    str(daemon.socket),
+                    str(self.corpus.root),
+                    self.today.isoformat(),
+                    DEFAULT_WINDOW,
+                    qs,
+                    self.plan.load_seconds,
+                )
+                for clients in (1, 8):
+                    found[f"{kind}_{clients}"] = load.run(spec, clients)
+        self.results["throughput"] = found
+
+    def _writes(self, client: Client, root: Path) -> None:
+        """brain_note, editor appends and inject."""
+        with self.phase("note, editor, inject", "writes"):
+            self.results["note"] = measure.note(client, self.plan.notes, self.rng)
+            self.results["editor"] = measure.editor(client, root / "diary", self.plan.editor_rounds, self.rng)
+            self.results["inject"] = measure.inject(client, self.plan.injects, self.rng)
