@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import stat
+from pathlib import Path
 
 from braind.errors import BraindError, Rejected
 
@@ -130,3 +131,16 @@ def _backup(dir_fd: int, name: str, bak_fd: int) -> None:
         return
     os.replace(tmp, bak, src_dir_fd=bak_fd, dst_dir_fd=bak_fd)
     os.fsync(bak_fd)
+
+
+def lkind(path: Path) -> str:
+    """What is at a path, without following a symlink: missing, file, dir, link or other."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "missing"
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "file" if stat.S_ISREG(mode) else "other"

@@ -11,7 +11,6 @@ twice or stale.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import shutil
@@ -27,7 +26,7 @@ from whoosh.columns import NumericColumn
 from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.query import And, Every, Not, NullQuery, Or, Query, Term, TermRange
 
-from braind import analysis
+from braind import analysis, manifest
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
 
@@ -309,22 +308,11 @@ class Index:
         """Why the existing index cannot be used, or None when it looks compatible."""
         if not self._dir.is_dir():
             return "missing"
-        try:
-            found = json.loads((self._state_dir / _MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return f"without a readable manifest ({exc})"
-        if not isinstance(found, dict):
-            return "without a valid manifest"
-        for key, wanted in self._manifest().items():
-            if found.get(key) != wanted:
-                return f"of another {key} ({found.get(key)!r}, wanted {wanted!r})"
-        return None
+        return manifest.problem(self._state_dir / _MANIFEST, self._manifest())
 
     def _write_manifest(self) -> None:
         """Write the manifest atomically next to the index directory."""
-        tmp = self._state_dir / (_MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(self._manifest(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self._state_dir / _MANIFEST)
+        manifest.write(self._state_dir / _MANIFEST, self._manifest())
 
     def _load(self) -> None:
         """Open the existing index and read every file record, which also proves it readable."""

@@ -14,14 +14,13 @@ import contextlib
 import functools
 import logging
 import os
-import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from braind.errors import BraindError, Rejected
-from braind.fsutil import create_file
+from braind.fsutil import create_file, lkind
 from braind.layered import NO_DESCRIPTION, heading1, parse_logfile, render_logfile
 from braind.problems import Problems
 from braind.roots import PROJECT_SUBDIR, Root
@@ -65,7 +64,7 @@ class _Undo:
 def migrate(project: Path, max_file_bytes: int) -> Migration:
     """Migrate one project's legacy memory; a no-op when there is none (so it is idempotent)."""
     legacy = project / LEGACY
-    kind = _lkind(legacy)
+    kind = lkind(legacy)
     if kind == "missing":
         return Migration(False, str(legacy), None, f"nothing to migrate: {legacy} does not exist")
     if kind not in ("file", "dir"):
@@ -121,7 +120,7 @@ def as_logfile(text: str) -> str:
 def _move_dir(project: Path, undo: _Undo) -> Migration:
     """A legacy directory of logfiles becomes logs/ with one rename (onto an empty logs/ at most)."""
     source, target = project / LEGACY, project.joinpath(*LOGS)
-    target_kind = _lkind(target)
+    target_kind = lkind(target)
     if target_kind not in ("missing", "dir") or (target_kind == "dir" and any(target.iterdir())):
         raise _conflict(project, target)
     _mkdirs(project, PROJECT_SUBDIR, undo)
@@ -163,19 +162,6 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _lkind(path: Path) -> str:
-    """What is at a path, without following a symlink: missing, file, dir, link or other."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return "missing"
-    if stat.S_ISLNK(mode):
-        return "link"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    return "file" if stat.S_ISREG(mode) else "other"
 
 
 class Migrator:

@@ -10,7 +10,6 @@ to partitions, merges results and owns the layout manifest.
 
 from __future__ import annotations
 
-import json
 import logging
 import multiprocessing
 import os
@@ -23,7 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from braind import analysis
+from braind import analysis, manifest
 from braind.entries import Entry
 from braind.index import SCHEMA_VERSION, FileRecord, Hit, Index, Rebuild, build_directory, parse_query
 
@@ -119,22 +118,11 @@ class PartitionedIndex:
         """Why the existing layout cannot be used, or None."""
         if not self._dir.is_dir():
             return "missing"
-        try:
-            found = json.loads((self._state_dir / _MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return f"without a readable manifest ({exc})"
-        if not isinstance(found, dict):
-            return "without a valid manifest"
-        for key, wanted in self._manifest().items():
-            if found.get(key) != wanted:
-                return f"of another {key} ({found.get(key)!r}, wanted {wanted!r})"
-        return None
+        return manifest.problem(self._state_dir / _MANIFEST, self._manifest())
 
     def _write_manifest(self) -> None:
         """Write the layout manifest atomically."""
-        tmp = self._state_dir / (_MANIFEST + ".tmp")
-        tmp.write_text(json.dumps(self._manifest(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self._state_dir / _MANIFEST)
+        manifest.write(self._state_dir / _MANIFEST, self._manifest())
 
     def _discard(self) -> None:
         """Move an unusable layout aside (and any older single index), keeping the newest few."""

@@ -14,6 +14,7 @@ from braind import layered
 from braind.config import FilesConfig
 from braind.entries import Entry, diary_entries
 from braind.errors import BraindError
+from braind.fsutil import lkind
 from braind.index import FileRecord
 from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
@@ -138,7 +139,7 @@ class Syncer:
         with self.lock:
             if not root_available(root):
                 return
-            kind = _lkind(path)
+            kind = lkind(path)
             if kind == "dir":
                 self.reconcile(root, under=path)
             elif kind == "missing":
@@ -218,17 +219,6 @@ def root_available(root: Root) -> bool:
         return stat.S_ISDIR(os.lstat(root.path).st_mode)
     except OSError:
         return False
-
-
-def _lkind(path: Path) -> str:
-    """What is at a path now, without following links."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return "missing"
-    if stat.S_ISLNK(mode):
-        return "link"
-    return "dir" if stat.S_ISDIR(mode) else "file"
 
 
 def _below(path: str, base: Path) -> bool:
