@@ -1,8 +1,10 @@
 """Deterministic synthetic memory roots: diary days of realistic size, cached on disk between runs.
 
 A corpus of N entries is generated from a seed, newest day first, ending
-today. The content depends only on the day's offset from the end, so a cached
-corpus from an earlier day is brought up to date by renaming its files.
+today. Words follow Zipf's law; each run of an entry's words is about one
+topic, whose words then co-occur as they do in a real diary. The content
+depends only on the day's offset from the end, so a cached corpus from an
+earlier day is brought up to date by renaming its files.
 """
 
 from __future__ import annotations

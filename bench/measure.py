@@ -21,6 +21,7 @@ from braind.client import Client
 EDITOR_TIMEOUT_S = 5.0
 EDITOR_POLL_S = 0.005
 SETTLE_S = 1.0
+SLOWEST = 5  # the slowest queries of each class are kept in the JSON, to profile them
 
 
 def ms_since(started: float) -> float:
@@ -84,10 +85,15 @@ def reindex(client: Client, pid: int) -> dict[str, float]:
 
 
 def recall(client: Client, queries: Sequence[tuple[str, ...]], days: int | None) -> dict[str, Any]:
-    """Latency of each query, asked once; the hit totals."""
+    """Latency of each query, asked once; the hit totals and the slowest queries."""
     params = {} if days is None else {"days": days}
     timed = [call_ms(client, "brain_recall", query=" ".join(q), **params) for q in queries]
-    return {**summarize([ms for ms, _ in timed]).as_dict(), "totals": [r["total"] for _, r in timed]}
+    slowest = sorted(zip(timed, queries, strict=True), key=lambda pair: -pair[0][0])[:SLOWEST]
+    return {
+        **summarize([ms for ms, _ in timed]).as_dict(),
+        "totals": [r["total"] for _, r in timed],
+        "slowest": [{"query": " ".join(q), "ms": ms, "total": r["total"]} for (ms, r), q in slowest],
+    }
 
 
 def round_trip(client: Client, count: int) -> dict[str, float]:

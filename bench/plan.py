@@ -1,4 +1,4 @@
-"""How much each kind of run measures: sizes, rounds and windows."""
+"""How much each kind of run measures: corpus sizes and repetitions."""
 
 from __future__ import annotations
 
