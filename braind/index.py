@@ -24,13 +24,13 @@ from typing import Any
 from whoosh import index as whoosh_index
 from whoosh.columns import NumericColumn
 from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
-from whoosh.query import And, Every, Not, NullQuery, Or, Query, Term, TermRange
+from whoosh.query import And, Every, Not, NullQuery, Or, Prefix, Query, Term, TermRange
 
 from braind import analysis, manifest
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 log = logging.getLogger("braind.index")
 
@@ -92,9 +92,10 @@ def make_schema() -> Schema:
         stamp=COLUMN(NumericColumn("q")),
         text=TEXT(analyzer=analysis.analyzer(), stored=True, phrase=True),
         triggers=KEYWORD(stored=True),
+        fp=ID,  # looked up by prefix; stored fields derive it
+        key=ID(stored=True),
         realm=STORED,
         kind=STORED,
-        key=STORED,
         line=STORED,
         time=STORED,
         occurrence=STORED,
@@ -124,6 +125,7 @@ def _entry_doc(path: str, entry: Entry) -> dict[str, Any]:
         "stamp": _stamp(entry),
         "text": entry.text,
         "triggers": " ".join(entry.triggers),
+        "fp": entry.fp,
         "realm": entry.realm,
         "kind": entry.kind,
         "key": entry.key,
@@ -575,6 +577,23 @@ class Index:
             self._mask, self._mask_version = tombstoned | replaced, version
         return self._mask
 
+    def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
+        """Every entry, tombstoned ones included, whose field holds one of the values (or starts with one)."""
+        if not values:
+            return []
+        with self._search_lock:
+            self._check_open()
+            with self._lock:
+                overlay = self._overlay()
+            fresh = [e for e in _overlay_entries(overlay) if _field_matches(e, field, values, prefix)]
+            kind = Prefix if prefix else Term
+            query = Or([kind(field, value) for value in values])
+            overlaid = [path for path in overlay if path in self._records]
+            replaced = {n for path in overlaid for n in self._searcher.document_numbers(path=path)}
+            docs = [n for n in self._searcher.docs_for_query(query) if n not in replaced]
+            committed = [_entry(self._searcher.stored_fields(n)) for n in docs]
+        return fresh + committed
+
     def stats(self) -> dict[str, Any]:
         """Counts and state for `status`: entries and files include queued changes."""
         with self._lock:
@@ -730,6 +749,18 @@ def parse_query(query: str) -> list[analysis.Part]:
     if not parts:
         raise InvalidParams("invalid_query", f"the query {query!r} has no letters or digits to search for")
     return parts
+
+
+def _field_matches(entry: Entry, field: str, values: Sequence[str], prefix: bool) -> bool:
+    """The Python form of select()'s query, for uncommitted entries."""
+    if field == "triggers":
+        held: Sequence[str] = entry.triggers
+    else:
+        value = getattr(entry, field)
+        held = () if value is None else (value,)
+    if prefix:
+        return any(h.startswith(v) for h in held for v in values)
+    return any(h in values for h in held)
 
 
 def _overlay_entries(overlay: dict[str, _Change]) -> Iterator[Entry]:

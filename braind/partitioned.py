@@ -263,6 +263,10 @@ class PartitionedIndex:
         hits.sort(key=lambda h: (h.score, h.entry.date, h.entry.time), reverse=True)
         return hits[:limit], total
 
+    def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
+        """Every entry of every partition whose field (fp, key, triggers, type) holds one of the values."""
+        return [entry for part in self._all() for entry in part.select(field, values, prefix)]
+
     def stats(self) -> dict[str, Any]:
         """Counts and state for `status`, summed over partitions."""
         stats = [part.stats() for part in self._all()]
