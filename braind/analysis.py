@@ -2,11 +2,12 @@
 
 Words in alphabetic scripts are lower-cased and accent-folded; a query word
 matches every word it begins. Chinese, Japanese and Korean have no spaces
-between words, so a CJK run is indexed as single characters plus overlapping
-bigrams, each bigram at the position of its first character: a query run then
-becomes a phrase of its bigrams and matches wherever its characters appear
-consecutively. `text_matches` gives the same answers without an index, for
-entries that are not committed yet.
+between words, so a CJK run is indexed as its overlapping bigrams plus its
+last character alone: every character then begins a term, so a one-character
+query is a prefix, a two-character one a term, and a longer one the AND of its
+bigrams, checked against the stored text (the index keeps no positions, which
+makes it smaller and faster to write). `text_matches` gives the same answers
+without an index, for entries that are not committed yet.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from functools import lru_cache
 from typing import Any
 
 from whoosh.analysis import Token, Tokenizer
+from whoosh.formats import Frequency
 from whoosh.matching import Matcher
-from whoosh.query import Or, Phrase, Prefix, Query, Term
+from whoosh.query import And, Or, Prefix, Query, Term
 
-ANALYZER_VERSION = 1
+ANALYZER_VERSION = 2
 
 FIELD = "text"
 
@@ -89,18 +91,17 @@ class CJKTokenizer(Tokenizer):
 
 
 def _cjk_tokens(token: Token, run: str, pos: int, offset: int, chars: bool) -> Iterator[Token]:
-    """Each character of a CJK run, each followed by the bigram it starts at the same position."""
+    """Each bigram of a CJK run at the position of its first character, then the run's last character."""
     last = len(run) - 1
-    for i, char in enumerate(run):
-        token.pos, token.text = pos + i, char
+    for i in range(last):
+        token.pos, token.text = pos + i, run[i : i + 2]
         if chars:
-            token.startchar, token.endchar = offset + i, offset + i + 1
+            token.startchar, token.endchar = offset + i, offset + i + 2
         yield token
-        if i < last:
-            token.text = run[i : i + 2]
-            if chars:
-                token.endchar = offset + i + 2
-            yield token
+    token.pos, token.text = pos + last, run[last]
+    if chars:
+        token.startchar, token.endchar = offset + last, offset + last + 1
+    yield token
 
 
 def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
@@ -114,6 +115,24 @@ def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
 def analyzer() -> CJKTokenizer:
     """The analyzer of the text field."""
     return CJKTokenizer()
+
+
+class Counts(Frequency):
+    """Term frequencies kept only as posting weights: Frequency also stores each one again as a value."""
+
+    posting_size = 0  # no value per posting
+
+    def word_values(self, value: str, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
+        """(term, frequency, weight, no value) for each distinct term of a text."""
+        counts: dict[str, int] = {}
+        for token in analyzer(value, **kwargs):
+            counts[token.text] = counts.get(token.text, 0) + 1
+        boost = self.field_boost
+        return ((text, count, count * boost, b"") for text, count in counts.items())
+
+    def decode_frequency(self, valuestring: bytes) -> int:
+        """Unused: frequencies are read as weights."""
+        return 1
 
 
 class WordPrefix(Prefix):
@@ -148,13 +167,22 @@ def query_parts(query: str) -> list[Part]:
 
 
 def part_query(part: Part) -> Query:
-    """One required part as a Whoosh query on the text field."""
+    """One required part as a Whoosh query on the text field; a CJK run longer than two also needs checking.
+
+    The AND of a long run's bigrams also finds texts holding them apart: parts_match() on the
+    stored text tells which hold the run itself.
+    """
     is_cjk, text = part
-    if not is_cjk:
+    if not is_cjk or len(text) == 1:
         return WordPrefix(FIELD, text, constantscore=False)
-    if len(text) <= 2:
+    if len(text) == 2:
         return Term(FIELD, text)
-    return Phrase(FIELD, [text[i : i + 2] for i in range(len(text) - 1)])
+    return And([Term(FIELD, bigram) for bigram in bigrams(text)])
+
+
+def bigrams(run: str) -> list[str]:
+    """The overlapping character pairs of a CJK run."""
+    return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def query_clauses(word: str) -> list[Query]:
@@ -162,8 +190,12 @@ def query_clauses(word: str) -> list[Query]:
     return [part_query(part) for part in word_parts(word)]
 
 
-def _folded_terms(text: str) -> tuple[list[str], str]:
-    """The folded non-CJK words of a text and its CJK runs joined by a separator."""
+@lru_cache(maxsize=2048)
+def _folded_terms(text: str) -> tuple[tuple[str, ...], str]:
+    """The folded non-CJK words of a text and its CJK runs joined by a separator.
+
+    Cached: uncommitted entries are matched on every search until their file is committed.
+    """
     words: list[str] = []
     runs: list[str] = []
     for match in _WORD.finditer(text):
@@ -171,7 +203,7 @@ def _folded_terms(text: str) -> tuple[list[str], str]:
             words.append(fold(match.group()))
         else:
             runs.append(match.group())
-    return words, "\n".join(runs)
+    return tuple(words), "\n".join(runs)
 
 
 def parts_match(text: str, parts: Sequence[Part]) -> bool:

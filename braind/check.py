@@ -24,5 +24,5 @@ def check_root(path: Path, files: FilesConfig) -> dict[str, Any]:
         report["entries"] += len(loaded.entries)
         for p in loaded.problems:
             key = "rejected" if p.line is None else "skipped_lines"
-            report[key].append({"path": p.path, "line": p.line, "reason": p.reason, "message": p.message})
+            report[key].append(p.to_wire())
     return report

@@ -14,6 +14,7 @@ from typing import Any
 
 from braind import __version__
 from braind.cli_layered import LAYERED_COMMANDS
+from braind.cli_typed import TYPED_COMMANDS
 from braind.config import Config, load_config
 from braind.errors import BraindError
 
@@ -328,6 +329,7 @@ _COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], Non
     ("mcp", "serve the agent tools over MCP on stdio, relayed to the daemon", cmd_mcp, _mcp_args),
     ("hook", "print the memory block for an agent's prompt hook (claude-code)", cmd_hook, _hook_args),
     *LAYERED_COMMANDS,
+    *TYPED_COMMANDS,
 ]
 
 if __name__ == "__main__":

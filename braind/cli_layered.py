@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from braind.cli_typed import entries_text
 from braind.config import Config
+from braind.entries import TYPES
 from braind.layered import LOG_TYPES
 
 SCOPES = ("root", "home", "project")
@@ -50,18 +52,34 @@ def _recall_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scope", nargs="?", default="root", choices=SCOPES, help="root (default), home or project")
     parser.add_argument("--section", help="scope root: one section, by exact name or unique prefix")
     parser.add_argument("--name", help="scope home/project: read this logfile")
-    parser.add_argument("--type", choices=LOG_TYPES, help="scope home/project: list only logfiles of this type")
+    parser.add_argument(
+        "--type",
+        choices=(*LOG_TYPES, *TYPES),
+        help="scope home/project: list only logfiles of this type; with --query/--trigger: only typed memories of it",
+    )
+    parser.add_argument("--query", help="search typed memories instead: every word must occur")
+    parser.add_argument(
+        "--trigger",
+        action="append",
+        dest="triggers",
+        metavar="TRIGGER",
+        help="typed memories carrying this trigger: file:<name>, tool:<name> or err:<code> (repeatable)",
+    )
+    parser.add_argument("--limit", type=int, help="with --query/--trigger: most entries to show (1-500)")
     _project_arg(parser)
 
 
 def cmd_memory_recall(args: argparse.Namespace, config: Config) -> int:
-    """Read MEMORY.md, a section, a logfile listing or one logfile."""
+    """Read MEMORY.md, a section, a logfile listing or one logfile; or search typed memories."""
     params = {"section": args.section, "name": args.name, "type": args.type, "project": args.project}
-    return _emit(args, _call(config, "memory_recall", scope=args.scope, **params), _recalled)
+    typed = {"query": args.query, "triggers": args.triggers, "limit": args.limit}
+    return _emit(args, _call(config, "memory_recall", scope=args.scope, **params, **typed), _recalled)
 
 
 def _recalled(result: dict[str, Any]) -> str:
     """What memory_recall found, or a line saying there is nothing."""
+    if result["scope"] == "typed":
+        return entries_text(result)
     if result["text"]:
         return str(result["text"]).rstrip("\n")
     if result["scope"] == "root":
@@ -178,7 +196,12 @@ def cmd_migrate(args: argparse.Namespace, config: Config) -> int:
 
 
 LAYERED_COMMANDS: list[tuple[str, str, Callable[..., Any], Callable[[argparse.ArgumentParser], None]]] = [
-    ("memory-recall", "read MEMORY.md, a section, the logfile listing or one logfile", cmd_memory_recall, _recall_args),
+    (
+        "memory-recall",
+        "read MEMORY.md, a section, the logfile listing or one logfile; or search typed memories (--query, --trigger)",
+        cmd_memory_recall,
+        _recall_args,
+    ),
     ("memory-write-root", "append to a section of MEMORY.md", cmd_memory_write_root, _write_root_args),
     ("memory-write-logfile", "append an entry to a logfile", cmd_memory_write_logfile, _write_logfile_args),
     ("memory-correct", "rewrite or delete one section or logfile entry", cmd_memory_correct, _correct_args),

@@ -103,6 +103,8 @@ class ApprovalConfig:
     """What happens to important writes that carry no approval."""
 
     mode: str = "fail-closed"
+    command: str = ""
+    timeout_seconds: int = 120
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ RANGES: dict[str, tuple[int, int] | tuple[str, ...]] = {
     "compact.fact_ttl_days": (1, 3650),
     "compact.deweight_days": (1, 3650),
     "approval.mode": ("fail-closed", "open"),
+    "approval.timeout_seconds": (1, 3600),
     "watcher.quiet_ms": (10, 10000),
     "watcher.max_wait_ms": (50, 60000),
     "watcher.rescan_seconds": (10, 86400),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 from collections.abc import Callable
@@ -44,9 +45,14 @@ class Daemon:
         )
         self.memory.health = self.watcher.health
         self.memory.root_created = self.watcher.check_roots
+        self.index.on_damage = self.on_index_damage
+        self._repair: threading.Thread | None = None
+        self._repair_lock = threading.Lock()
         self.server: SocketServer | None = None
         self.stopping = threading.Event()
         self.state = "starting"
+        self.stall_limit = math.inf  # seconds one index commit may take before the watchdog gives up on it
+        self._health_told: tuple[str, str | None] | None = None
 
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""
@@ -68,11 +74,11 @@ class Daemon:
         if fresh:
             self._initial_build()
         sdnotify.notify("STATUS=reconciling (stat diff)")
-        report = self.memory.reconcile()
+        report = self.memory.reconcile(verify=True)  # offline edits may have kept both size and mtime
         self.index.commit()
         self.state = "ready"
         log.info("ready: %s", report.as_dict())
-        sdnotify.notify("READY=1", f"STATUS=ready: {self.index.stats().get('entries', 0)} entries")
+        sdnotify.notify("READY=1", self._status_line())
         self._start_watchdog()
 
     def _initial_build(self) -> None:
@@ -117,9 +123,28 @@ class Daemon:
         if self.server is not None:
             self.server.close()
         self.watcher.stop()
+        if self._repair is not None:
+            self._repair.join()
+        self.syncer.states.close()
         self.index.close()
         self.state = "stopped"
         log.info("stopped")
+
+    def on_index_damage(self, why: str) -> None:
+        """Index callback: repair and rebuild in the background while requests keep being answered."""
+        with self._repair_lock:
+            if self.state in ("stopping", "stopped") or (self._repair is not None and self._repair.is_alive()):
+                return
+            self._repair = threading.Thread(target=self._repair_index, name="braind-index-repair", daemon=True)
+            self._repair.start()
+
+    def _repair_index(self) -> None:
+        """Move the damaged partitions aside, then rebuild every partition from the files."""
+        try:
+            log.warning("index repair: moved aside %s; rebuilding", self.index.repair() or "nothing")
+            log.info("index rebuilt after damage: %s", self.memory.reindex())
+        except Exception:
+            log.exception("index repair failed; it is retried when the index fails again")
 
     def on_due(self, paths: list[Path]) -> None:
         """Watcher callback: make the index match each due path."""
@@ -133,6 +158,22 @@ class Daemon:
         log.info("rescan (%s) of %s", reason, root_path or "all roots")
         roots = [r for r in self.memory.roots() if root_path is None or r.path == root_path]
         self.memory.reconcile(roots)
+        self._tell_health()
+
+    def _status_line(self) -> str:
+        """systemd's STATUS=: ready, or degraded with why, so `systemctl status` shows what is not watched."""
+        health = self.watcher.health()
+        self._health_told = (health["state"], health.get("reason"))
+        entries = self.index.stats().get("entries", 0)
+        if health["state"] == "degraded":
+            return f"STATUS=degraded: {_one_line(str(health['reason']))}; {entries} entries"
+        return f"STATUS=ready: {entries} entries"
+
+    def _tell_health(self) -> None:
+        """After a rescan, tell systemd when the watcher turned degraded or recovered (once per change)."""
+        health = self.watcher.health()
+        if self.state == "ready" and (health["state"], health.get("reason")) != self._health_told:
+            sdnotify.notify(self._status_line())
 
     def _root_of(self, path: Path) -> Root | None:
         """The watched root that holds a path."""
@@ -142,14 +183,15 @@ class Daemon:
         return None
 
     def alive(self) -> bool:
-        """True while the watcher, its scheduler and the index writer all run."""
-        return self.watcher.alive() and self.index.alive()
+        """True while the watcher, its scheduler and the index writer all run, and no commit is wedged."""
+        return self.watcher.alive() and self.index.alive() and self.index.stalled_for() < self.stall_limit
 
     def _start_watchdog(self) -> None:
         """Ping systemd's watchdog only while every worker is alive."""
         interval = sdnotify.watchdog_interval()
         if interval is None:
             return
+        self.stall_limit = 2 * interval  # WatchdogSec: what systemd itself allows for a sign of life
         thread = threading.Thread(target=self._watchdog, args=(interval,), name="braind-watchdog", daemon=True)
         thread.start()
 
@@ -159,7 +201,7 @@ class Daemon:
             if self.alive():
                 sdnotify.notify("WATCHDOG=1")
             else:
-                log.error("a worker thread died; withholding the watchdog ping")
+                log.error("a worker thread died or is wedged; withholding the watchdog ping")
 
     def _install_signals(self) -> None:
         """SIGTERM and SIGINT ask for a clean stop."""
@@ -170,6 +212,11 @@ class Daemon:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+
+
+def _one_line(text: str) -> str:
+    """A notification line may not hold a newline; a root's path might."""
+    return text.replace("\n", "\\n")
 
 
 def _identity(config: Config) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 TYPES = ("note", "fact", "decision", "error", "workflow")
@@ -185,9 +186,18 @@ def _looks_like_group(text: str) -> bool:
     return group is not None and group["meta"].split(" ")[0] in TYPES
 
 
-def diary_entries(root: str, realm: str, path: str, date: str, lines: list[tuple[int, Line]]) -> list[Entry]:
-    """Turn parsed lines of one diary day into entries with stable fingerprints."""
+def diary_entries(
+    root: str,
+    realm: str,
+    path: str,
+    date: str,
+    lines: list[tuple[int, Line]],
+    before: Sequence[Entry] = (),
+) -> list[Entry]:
+    """Turn parsed lines of one diary day (after the entries `before` them) into entries with stable fingerprints."""
     seen: dict[tuple[str, str], int] = {}
+    for entry in before:
+        seen[(entry.time, entry.text)] = seen.get((entry.time, entry.text), 0) + 1
     out = []
     for number, line in lines:
         occurrence = seen.get((line.time, line.text), 0)

@@ -17,14 +17,46 @@ def append_line(dir_fd: int, name: str, line: str) -> bool:
     """Append one line in one write(), fsync it (and the directory on create); True if created."""
     fd, created = _open_append(dir_fd, name)
     try:
-        data = (_separator(fd) + line + "\n").encode("utf-8")
-        _write_once(fd, data, name)
-        os.fsync(fd)
+        size = os.fstat(fd).st_size
+        data = (_separator(fd, size) + line + "\n").encode("utf-8")
+        try:
+            _write_once(fd, data, name)
+            _fsync(fd, name)
+        except BraindError:
+            _undo_append(fd, size + len(data), size, dir_fd, name if created else None)
+            raise
     finally:
         os.close(fd)
     if created:
-        os.fsync(dir_fd)
+        try:
+            _fsync(dir_fd, name)
+        except BraindError:
+            _unlink_quietly(dir_fd, name)
+            raise
     return created
+
+
+def _fsync(fd: int, name: str) -> None:
+    """fsync once; a failure fails the request and is never retried on this descriptor (its error is consumed)."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise BraindError("io_error", f"cannot sync {name}: {exc.strerror}") from None
+
+
+def _undo_append(fd: int, most: int, size: int, dir_fd: int, created: str | None) -> None:
+    """Leave the file as it was after a failed append: cut our bytes off, or remove the file we created."""
+    with contextlib.suppress(OSError):
+        if os.fstat(fd).st_size <= most:  # nobody appended after us
+            os.ftruncate(fd, size)
+    if created is not None:
+        _unlink_quietly(dir_fd, created)
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    """Best-effort removal while already failing."""
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)
 
 
 def _open_append(dir_fd: int, name: str) -> tuple[int, bool]:
@@ -58,9 +90,8 @@ def _refusal(exc: OSError, name: str) -> BraindError:
     return BraindError("io_error", f"cannot open {name}: {exc.strerror}")
 
 
-def _separator(fd: int) -> str:
+def _separator(fd: int, size: int) -> str:
     """A newline when the file does not end with one (an editor saved without it)."""
-    size = os.fstat(fd).st_size
     if size == 0:
         return ""
     return "" if os.pread(fd, 1, size - 1) == b"\n" else "\n"
@@ -82,7 +113,7 @@ def replace_file(dir_fd: int, name: str, data: bytes, keep_backup: bool = True, 
     if keep_backup:
         _backup(dir_fd, name, dir_fd if backup_fd is None else backup_fd)
     os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    os.fsync(dir_fd)
+    _fsync(dir_fd, name)
 
 
 def create_file(dir_fd: int, name: str, data: bytes) -> None:
@@ -92,7 +123,7 @@ def create_file(dir_fd: int, name: str, data: bytes) -> None:
         os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
     finally:
         os.unlink(tmp, dir_fd=dir_fd)
-    os.fsync(dir_fd)
+    _fsync(dir_fd, name)
 
 
 def _write_temp(dir_fd: int, name: str, data: bytes) -> str:
@@ -101,7 +132,7 @@ def _write_temp(dir_fd: int, name: str, data: bytes) -> str:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
         _write_all(fd, data, name)
-        os.fsync(fd)
+        _fsync(fd, name)
     except BaseException:
         os.close(fd)
         os.unlink(tmp, dir_fd=dir_fd)

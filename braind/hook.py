@@ -6,14 +6,37 @@ Claude Code runs command hooks with the event as JSON on stdin. On
 that context added for the model; context of up to 10,000 characters is passed
 whole, so the output is kept within that. Any failure prints nothing, logs one
 line to stderr and exits 0: memory trouble must never block a prompt.
+
+The signals sent with `inject` are the event's `cwd`, its `prompt` and, for
+trigger recall, `tools`: the last 12 tool calls in the transcript at
+`transcript_path`, oldest first, read from the transcript's last 256 KiB only
+(lines that are not JSON, such as one still being written, are skipped). A
+call is an assistant message's `tool_use` block, `{"id", "name", "input"}`
+(one logged twice with the same id counts once), and becomes `{"tool",
+"files", "error"}`:
+
+- tool: for `Bash`, the program the command runs (the basename of its first
+  word after any `NAME=value` assignments: `pytest -q` gives `pytest`,
+  `FOO=1 ./run.sh` gives `run.sh`); for every other tool, its name (`Edit`).
+- files: the string values of the input's `file_path`, `notebook_path` and
+  `path`, as given (the daemon makes them relative to cwd).
+- error: only when the matching `tool_result` (by `tool_use_id`) has
+  `is_error: true`: `exit<N>` when a line of its text starts with
+  `Exit code N`, else `failed`.
+
+A transcript that is missing or unreadable sends no `tools`; a daemon that
+refuses signals other than `cwd` is asked again with `cwd` alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
+import re
+import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -26,8 +49,13 @@ AGENTS = ("claude-code",)
 EVENTS = ("SessionStart", "UserPromptSubmit")
 MAX_CHARS = 10_000
 MAX_PROMPT_CHARS = 4_000
+MAX_TOOL_CALLS = 12
+PATH_INPUTS = ("file_path", "notebook_path", "path")
+TAIL_BYTES = 256 * 1024
 TIMEOUT = 5.0
 TURN_RANGE = 1 << 40
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+_EXIT_CODE = re.compile(r"^Exit code (\d+)\b", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -116,9 +144,12 @@ def inject_params(event: Event, config: Config) -> dict[str, Any]:
     project = project_of(event.cwd, config)
     if project is not None:
         params["project"] = str(project)
-    signals = {"cwd": str(event.cwd)} if event.cwd else {}
+    signals: dict[str, Any] = {"cwd": str(event.cwd)} if event.cwd else {}
     if event.prompt:
         signals["prompt"] = event.prompt[:MAX_PROMPT_CHARS]
+    tools = transcript_tools(event.transcript) if event.transcript else []
+    if tools:
+        signals["tools"] = tools
     if signals:
         params["signals"] = signals
     return params
@@ -160,16 +191,117 @@ def project_of(cwd: Path | None, config: Config) -> Path | None:
     return None
 
 
+def transcript_tools(path: Path) -> list[dict[str, Any]]:
+    """The tools signal from a transcript; any trouble reading it gives none, since the block matters more."""
+    try:
+        return tool_calls(tail_lines(path))
+    except Exception:
+        return []
+
+
+def tail_lines(path: Path, limit: int = TAIL_BYTES) -> list[str]:
+    """The whole lines in the last `limit` bytes of a file: transcripts grow without bound."""
+    with path.open("rb") as stream:
+        size = stream.seek(0, 2)
+        start = max(0, size - limit)
+        stream.seek(start)
+        data = stream.read(limit)
+    if start > 0:
+        data = data.partition(b"\n")[2]
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def tool_calls(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """The last 12 tool calls in transcript lines, oldest first, each as {tool, files, error}."""
+    uses: dict[Any, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    for n, block in enumerate(_content_blocks(lines)):
+        kind, use_id = block.get("type"), block.get("tool_use_id")
+        if kind == "tool_use" and isinstance(block.get("name"), str) and block["name"]:
+            uses.setdefault(_use_id(block) or n, block)
+        elif kind == "tool_result" and block.get("is_error") is True and isinstance(use_id, str) and use_id:
+            errors[use_id] = error_code(block.get("content"))
+    return [_call(use, errors) for use in list(uses.values())[-MAX_TOOL_CALLS:]]
+
+
+def _use_id(block: dict[str, Any]) -> str | None:
+    """A tool_use block's id, which its result names and which a repeated line repeats."""
+    value = block.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def _content_blocks(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
+    """The content blocks of every message in the lines, skipping lines that are not JSON messages."""
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        message = record.get("message") if isinstance(record, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            yield from (block for block in content if isinstance(block, dict))
+
+
+def _call(use: dict[str, Any], errors: dict[str, str]) -> dict[str, Any]:
+    """One tool call as the daemon's signals take it, with the error its result reported."""
+    given = use.get("input")
+    arguments = given if isinstance(given, dict) else {}
+    call: dict[str, Any] = {"tool": tool_name(use["name"], arguments)}
+    files = [arguments[key] for key in PATH_INPUTS if isinstance(arguments.get(key), str) and arguments[key]]
+    if files:
+        call["files"] = files
+    use_id = _use_id(use)
+    if use_id in errors:
+        call["error"] = errors[use_id]
+    return call
+
+
+def tool_name(name: str, arguments: dict[str, Any]) -> str:
+    """The tool a call counts as: Bash's program, so `pytest` and `git` are told apart; else the tool."""
+    command = arguments.get("command")
+    if name != "Bash" or not isinstance(command, str):
+        return name
+    return program(command) or name
+
+
+def program(command: str) -> str | None:
+    """The basename of a command's first word after any NAME=value assignments, or None."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    for word in words:
+        if not _ASSIGNMENT.match(word):
+            return posixpath.basename(word.rstrip("/")) or None
+    return None
+
+
+def error_code(content: Any) -> str:
+    """A failed result's code: exit<N> for a line starting `Exit code N`, else failed."""
+    found = _EXIT_CODE.search(_result_text(content))
+    return f"exit{found.group(1)}" if found else "failed"
+
+
+def _result_text(content: Any) -> str:
+    """A tool result's text: a string, or the text blocks of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
 def inject(socket: Path, params: dict[str, Any]) -> dict[str, Any]:
-    """Call `inject`; a daemon whose signals take no prompt is asked again without it."""
+    """Call `inject`; a daemon that refuses the signals is asked again with `cwd` alone, which every daemon takes."""
     with Client(socket, TIMEOUT) as client:
         try:
             return dict(client.call("inject", **params))
         except InvalidParams:
             signals = params.get("signals", {})
-            if "prompt" not in signals:
+            if not signals.keys() - {"cwd"}:
                 raise
-            rest = {k: v for k, v in signals.items() if k != "prompt"}
+            rest = {k: v for k, v in signals.items() if k == "cwd"}
             return dict(client.call("inject", **{**params, "signals": rest}))
 
 

@@ -10,27 +10,31 @@ twice or stale.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import heapq
 import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
+from whoosh.codec.whoosh3 import W3Codec
 from whoosh.columns import NumericColumn
 from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
+from whoosh.filedb.filestore import FileStorage
 from whoosh.query import And, Every, Not, NullQuery, Or, Prefix, Query, Term, TermRange
 
-from braind import analysis, manifest
+from braind import analysis, manifest, postings
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 log = logging.getLogger("braind.index")
 
@@ -69,12 +73,35 @@ class Hit:
     snippet: str
 
 
+# A match to load: rounded score, yyyymmddHHMM stamp, and an uncommitted entry or a committed document number.
+Candidate = tuple[float, int, "Entry | int"]
+
+
 @dataclass(frozen=True)
 class _Change:
     """A queued change to one file: its new record and entries, or None when removed."""
 
     record: FileRecord | None
     entries: tuple[Entry, ...] = ()
+
+
+class Text(TEXT):
+    """The entry text: analysed, stored, scored; frequencies without positions (see analysis.Counts)."""
+
+    def __init__(self) -> None:
+        super().__init__(analyzer=analysis.analyzer(), stored=True, phrase=False)
+        self.format = analysis.Counts()
+
+
+class Codec(W3Codec):
+    """Whoosh's codec without per-block length statistics, which only speed up its own top-N search."""
+
+    length_stats = False
+
+
+def open_writer(ix: Any, **kwargs: Any) -> Any:
+    """An index writer with braind's codec and buffer."""
+    return ix.writer(limitmb=_WRITER_MB, codec=Codec(), **kwargs)
 
 
 def make_schema() -> Schema:
@@ -90,7 +117,7 @@ def make_schema() -> Schema:
         status=ID(stored=True),  # left out when live, so only the exceptions are posted
         date=ID(stored=True),
         stamp=COLUMN(NumericColumn("q")),
-        text=TEXT(analyzer=analysis.analyzer(), stored=True, phrase=True),
+        text=Text(),
         triggers=KEYWORD(stored=True),
         fp=ID,  # looked up by prefix; stored fields derive it
         key=ID(stored=True),
@@ -178,7 +205,7 @@ def _record(stored: dict[str, Any]) -> FileRecord:
 
 def _write_batch(ix: Any, batch: dict[str, _Change]) -> None:
     """Apply file changes to an index in one commit."""
-    writer = ix.writer(limitmb=_WRITER_MB, timeout=_LOCK_TIMEOUT)
+    writer = open_writer(ix, timeout=_LOCK_TIMEOUT)
     try:
         _delete_files(writer, list(batch))
         for change in batch.values():
@@ -215,7 +242,7 @@ def _utc_stamp() -> str:
 
 
 @dataclass(frozen=True)
-class _Filters:
+class Filters:
     """The search filters: entry date lower bound (undated entries such as MEMORY.md sections pass), roots, type."""
 
     since: str | None
@@ -260,6 +287,8 @@ class Index:
         self._committing: dict[str, _Change] = {}
         self._rebuild: Rebuild | None = None
         self._cache: dict[object, set[int]] = {}
+        self._view: postings.SearcherView | None = None
+        self._segments: dict[Any, Any] = {}  # per-segment arrays that outlive searchers
         self._mask: set[int] = set()
         self._mask_version = -1
         self._version = 0
@@ -318,7 +347,7 @@ class Index:
 
     def _load(self) -> None:
         """Open the existing index and read every file record, which also proves it readable."""
-        ix = whoosh_index.open_dir(str(self._dir))
+        ix = open_whoosh(self._dir)
         searcher = ix.searcher()
         try:
             records, counts = _read_records(searcher)
@@ -327,7 +356,7 @@ class Index:
             raise
         self._ix, self._searcher = ix, searcher
         self._records, self._counts = records, counts
-        self._cache = {}
+        self._cache, self._view = {}, None
 
     def _discard(self) -> None:
         """Move an unusable index aside for inspection, keeping only the newest few."""
@@ -345,6 +374,34 @@ class Index:
         whoosh_index.create_in(str(self._dir), self._schema)
         self._write_manifest()
         self._load()
+
+    def damage(self) -> str | None:
+        """Why the index on disk can no longer be used (checked while running), or None when it reads."""
+        problem = self._check_manifest()
+        if problem is not None:
+            return problem
+        try:
+            searcher = open_whoosh(self._dir).searcher()
+            try:
+                _read_records(searcher)
+            finally:
+                searcher.close()
+        except Exception as exc:  # whatever Whoosh raises on a damaged file
+            return f"unreadable ({type(exc).__name__}: {exc})"
+        return None
+
+    def reset(self) -> None:
+        """Move a damaged index aside and start an empty one; queued changes stay queued."""
+        with self._commit_lock, self._search_lock:
+            old = self._searcher
+            self._prepare_state_dir()
+            self._discard()
+            self._create()
+            with self._lock:
+                self._generation += 1
+                self._version += 1
+        with contextlib.suppress(Exception):
+            old.close()
 
     # -- the committer -----------------------------------------------------------
 
@@ -423,7 +480,7 @@ class Index:
         # readers of merged-away segments, which duplicates documents after a merge.
         searcher = self._ix.searcher()
         with self._search_lock:
-            old, self._searcher, self._cache = self._searcher, searcher, {}
+            old, self._searcher, self._cache, self._view = self._searcher, searcher, {}, None
             with self._lock:
                 for path, change in batch.items():
                     self._apply_record(path, change)
@@ -519,56 +576,84 @@ class Index:
     ) -> tuple[list[Hit], int]:
         """Entries holding every query word, best first, newer first on ties; and the total."""
         parts = parse_query(query)
-        if limit < 1:
-            raise InvalidParams("invalid_params", f"limit must be at least 1, got {limit}")
-        filters = _Filters(since, None if roots is None else tuple(roots), type)
-        text_query = And([analysis.part_query(part) for part in parts])
-        with self._search_lock:
-            self._check_open()
-            with self._lock:
-                overlay, version = self._overlay(), self._version
-            fresh = [e for e in _overlay_entries(overlay) if filters.accepts(e) and analysis.parts_match(e.text, parts)]
-            scored, total = self._committed_hits(text_query, filters, self._denied(overlay, version), limit)
-        ranked = _merge(fresh, scored)[:limit]
-        hits = [Hit(entry, score, analysis.snippet(entry.text, parts, snippet_chars)) for entry, score in ranked]
-        return hits, total + len(fresh)
+        check_limit(limit)
+        filters = Filters(since, None if roots is None else tuple(roots), type)
+        with self.reading:
+            found, total = self.gather(parts, filters, limit)
+            ranked = self.load(best(found, limit))
+        return hits(ranked, parts, snippet_chars), total
+
+    @property
+    def reading(self) -> threading.Lock:
+        """The lock to hold around gather() and load(), so that both see the same searcher."""
+        return self._search_lock
+
+    def gather(self, parts: Sequence[analysis.Part], filters: Filters, limit: int) -> tuple[list[Candidate], int]:
+        """The best `limit` matches, uncommitted ones included, as candidates to load; and the total."""
+        self._check_open()
+        with self._lock:
+            overlay, version = self._overlay(), self._version
+        fresh = [e for e in _overlay_entries(overlay) if filters.accepts(e) and analysis.parts_match(e.text, parts)]
+        scored, total = self._committed_hits(parts, filters, self._denied(overlay, version), limit)
+        top = scored[0][0] if scored else 1.0  # uncommitted matches rank with the best committed one
+        return [(top, _stamp(entry), entry) for entry in fresh] + scored, total + len(fresh)
+
+    def load(self, candidates: Sequence[Candidate]) -> list[tuple[Entry, float]]:
+        """The entries of candidates from gather(), with their scores (caller holds `reading`)."""
+        self._check_open()
+        stored = self._view_now().stored
+        return [(c[2] if isinstance(c[2], Entry) else _entry(stored(c[2])), c[0]) for c in candidates]
 
     def _check_open(self) -> None:
         """Refuse reads on a closed index with a clear error."""
         if self._searcher is None:
             raise Unavailable("index_closed", "the index is not open")
 
+    def _view_now(self) -> postings.SearcherView:
+        """The scored-postings view of the current searcher, made on first use after a change."""
+        if self._view is None or self._view.searcher is not self._searcher:
+            self._view = postings.SearcherView(self._searcher, self._segments)
+            live = self._view.segment_ids()
+            for key in [key for key in self._segments if key[0] not in live]:
+                del self._segments[key]
+        return self._view
+
     def _committed_hits(
-        self, query: Query, filters: _Filters, denied: set[int], limit: int
-    ) -> tuple[list[tuple[Entry, float]], int]:
-        """Ranked matches in the committed index and their number (caller holds _search_lock)."""
+        self, parts: Sequence[analysis.Part], filters: Filters, denied: set[int], limit: int
+    ) -> tuple[list[Candidate], int]:
+        """The best committed matches, newest first on ties, and their number (caller holds _search_lock)."""
         allowed = self._allowed(filters)
         if allowed is not None and not allowed:
-            return [], 0  # Whoosh reads an empty filter set as "no filter"
-        # Plain top-N scoring lets Whoosh skip blocks that cannot reach the top; ties are then
-        # ordered newest first among the hits, and the total is counted without scoring.
-        results = self._searcher.search(query, limit=limit, filter=allowed, mask=denied or None)
-        scored = [(_entry(hit.fields()), hit.score) for hit in results]
-        scored.sort(key=lambda pair: (round(pair[1], 9), pair[0].date, pair[0].time), reverse=True)
-        return scored, len(results)
+            return [], 0
+        view = self._view_now()
+        maps = sorted((view.part_scores(part) for part in parts), key=len)
+        docs: set[int] | Any = maps[0].keys()
+        for other in maps[1:]:
+            docs = docs & other.keys()
+        if allowed is not None:
+            docs = allowed & docs
+        docs = set(docs) - denied if denied else docs
+        scored = [(round(sum(m[n] for m in maps), 9), n) for n in docs]
+        return _top(scored, limit, view.stamp), len(scored)
 
-    def _docset(self, key: object, query: Query) -> set[int]:
-        """The documents matching a filter query, cached until the searcher changes."""
+    def _docset(self, key: object, query: Callable[[], Query]) -> set[int]:
+        """The documents matching a filter query (made only when not cached), cached until the searcher changes."""
         found = self._cache.get(key)
         if found is None:
             if len(self._cache) >= _CACHE_SIZE:
                 self._cache.clear()
-            found = self._cache[key] = set(self._searcher.docs_for_query(query))
+            found = self._cache[key] = set(self._searcher.docs_for_query(query()))
         return found
 
-    def _allowed(self, filters: _Filters) -> set[int] | None:
+    def _allowed(self, filters: Filters) -> set[int] | None:
         """Documents passing the filters, or None when there are none to apply."""
-        clauses = filters.clauses()
-        return self._docset(filters, And(clauses)) if clauses else None
+        if filters.since is None and filters.roots is None and filters.type is None:
+            return None
+        return self._docset(filters, lambda: And(filters.clauses()))
 
     def _denied(self, overlay: dict[str, _Change], version: int) -> set[int]:
         """Tombstoned documents and those of files the overlay replaces, cached per overlay version."""
-        tombstoned = self._docset(_TOMBSTONED, Term("status", _TOMBSTONED))
+        tombstoned = self._docset(_TOMBSTONED, lambda: Term("status", _TOMBSTONED))
         paths = [path for path in overlay if path in self._records]
         if not paths:
             return tombstoned
@@ -641,7 +726,8 @@ class Index:
         """Replace the live index directory by the rebuilt one (caller holds the locks)."""
         trash = self._state_dir / (_TRASH + _utc_stamp())
         old = self._searcher
-        os.replace(self._dir, trash)
+        if self._dir.exists():  # gone when it was deleted under the running daemon
+            os.replace(self._dir, trash)
         os.replace(directory, self._dir)
         self._write_manifest()
         with self._lock:
@@ -685,10 +771,15 @@ class Rebuild:
         """Add one file with its entries to the new index."""
         if self._writer is None:
             self._ix = whoosh_index.create_in(str(self._directory), self._schema)
-            self._writer = self._ix.writer(limitmb=_WRITER_MB)
+            self._writer = open_writer(self._ix)
         add_file(self._writer, record, entries)
         self.files += 1
         self.entries += len(entries)
+
+    def late(self, record: FileRecord, entries: Sequence[Entry]) -> None:
+        """A file for a directory being built elsewhere: written in at the swap, unless changed meanwhile."""
+        with self._index._lock:
+            self._log.setdefault(record.path, _Change(record, tuple(entries)))
 
     def finish(self) -> None:
         """Swap the new index in; changes made to the live index meanwhile are kept."""
@@ -700,7 +791,7 @@ class Rebuild:
                 self._writer = None
             elif not whoosh_index.exists_in(str(self._directory)):
                 whoosh_index.create_in(str(self._directory), self._schema)
-            self._ix = whoosh_index.open_dir(str(self._directory))
+            self._ix = open_whoosh(self._directory)
             self._ended = True
             self._index._finish_rebuild(self)
         except BaseException:
@@ -717,10 +808,15 @@ class Rebuild:
         shutil.rmtree(self._directory, ignore_errors=True)
 
 
+def open_whoosh(directory: Path) -> Any:
+    """Open an index without mmap: a segment truncated under a mapping would kill the daemon with SIGBUS."""
+    return FileStorage(str(directory), supports_mmap=False).open_index()
+
+
 def build_directory(directory: Path, files: Sequence[tuple[FileRecord, Sequence[Entry]]]) -> int:
     """Build a complete index in an empty directory in one commit (run in a worker process)."""
     ix = whoosh_index.create_in(str(directory), make_schema())
-    writer = ix.writer(limitmb=_WRITER_MB)
+    writer = open_writer(ix)
     try:
         for record, entries in files:
             add_file(writer, record, entries)
@@ -769,8 +865,31 @@ def _overlay_entries(overlay: dict[str, _Change]) -> Iterator[Entry]:
         yield from change.entries
 
 
-def _merge(fresh: Iterable[Entry], scored: list[tuple[Entry, float]]) -> list[tuple[Entry, float]]:
-    """Uncommitted matches first (newest first, scored as the best hit), then the ranked committed ones."""
-    best = scored[0][1] if scored else 1.0
-    newest = sorted(fresh, key=lambda entry: (entry.date, entry.time), reverse=True)
-    return [(entry, best) for entry in newest] + scored
+def _top(scored: list[tuple[float, int]], limit: int, stamp: Any) -> list[Candidate]:
+    """The `limit` best (score, document) pairs, newer first among equal scores, best first."""
+    if len(scored) > limit:
+        cutoff = heapq.nlargest(limit, scored)[-1][0]
+        scored = [pair for pair in scored if pair[0] >= cutoff]  # ties at the cut are decided by stamp
+    ranked = sorted(((score, stamp(n), n) for score, n in scored), reverse=True)
+    return ranked[:limit]  # type: ignore[return-value]
+
+
+def rank(candidate: Candidate) -> tuple[float, int]:
+    """The order of results: relevance, then newer first."""
+    return candidate[0], candidate[1]
+
+
+def best(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
+    """The `limit` best candidates, best first."""
+    return heapq.nlargest(limit, candidates, key=rank)
+
+
+def hits(ranked: Sequence[tuple[Entry, float]], parts: Sequence[analysis.Part], snippet_chars: int) -> list[Hit]:
+    """Search results with their snippets."""
+    return [Hit(entry, score, analysis.snippet(entry.text, parts, snippet_chars)) for entry, score in ranked]
+
+
+def check_limit(limit: int) -> None:
+    """Refuse a limit below one."""
+    if limit < 1:
+        raise InvalidParams("invalid_params", f"limit must be at least 1, got {limit}")

@@ -139,11 +139,14 @@ def _catalogue_part(layer: Layer, keep: int, budget: InjectConfig) -> Part:
     return Part(layer.scope, "\n".join([*body, f"</{layer.scope}>"]) + "\n", keep, dropped)
 
 
-def compose(snapshot: Snapshot, diary: Sequence[Entry], budget: InjectConfig) -> tuple[str, list[Part]]:
-    """The whole block of one turn: the frozen parts, with the diary fitted into what they leave."""
-    left = Cost(budget.max_lines - snapshot.used.lines, budget.max_chars - snapshot.used.chars)
+def compose(
+    snapshot: Snapshot, diary: Sequence[Entry], budget: InjectConfig, triggered: Part | None = None
+) -> tuple[str, list[Part]]:
+    """The whole block of one turn: the frozen parts and triggered memories, the diary fitted into what is left."""
+    used = snapshot.used + (Cost(triggered.entries, len(triggered.text)) if triggered else Cost())
+    left = Cost(budget.max_lines - used.lines, budget.max_chars - used.chars)
     diary_fit = fit_diary(diary, budget.max_bytes, left)
-    fenced = [p for p in (snapshot.root, diary_fit, *snapshot.catalogue) if p is not None]
+    fenced = [p for p in (snapshot.root, triggered, diary_fit, *snapshot.catalogue) if p is not None]
     block = assemble(fenced)
     soul = snapshot.soul
     text = soul.text + ("\n" + block if block else "") if soul else block

@@ -12,9 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from braind import analysis
 from braind import layered_store as store
 from braind import schema as s
+from braind.entries import TYPES
 from braind.errors import BudgetExceeded, InvalidParams, NotFound
+from braind.index import parse_query
 from braind.layered import (
     LOG_TYPES,
     STAMP_FORMAT,
@@ -41,6 +44,7 @@ from braind.layered_inject import Layer, Snapshot, Snapshots, freeze, text_lines
 from braind.migrate import Migrator
 from braind.names import MAX_DESCRIPTION, MAX_HEADING, folded, logfile_name, section_name
 from braind.roots import Root, ensure_root, project_root
+from braind.typed import searchable
 
 if TYPE_CHECKING:
     from braind.service import Memory
@@ -91,8 +95,16 @@ class LayeredMemory:
         name: str | None = None,
         type: str | None = None,
         project: str | None = None,
+        query: str | None = None,
+        triggers: list[str] | None = None,
+        limit: int = 20,
     ) -> dict[str, Any]:
         """Read MEMORY.md (or one section), a listing of logfiles (optionally of one type), or one logfile."""
+        if query is not None or triggers is not None:
+            _refuse("query or triggers", section=section, name=name)
+            return self._typed_recall(query, triggers or [], type, project, limit)
+        if type in TYPES:
+            raise InvalidParams("invalid_params", f"type={type} searches typed memories: give query or triggers")
         if scope == "root":
             _refuse("scope=root", name=name, type=type)
             return self._read_root(section)
@@ -101,6 +113,22 @@ class LayeredMemory:
         if name is not None:
             return self._read_logfile(scope, root, logfile_name(name))
         return self._listing(scope, root, type)
+
+    def _typed_recall(
+        self, query: str | None, triggers: list[str], type: str | None, project: str | None, limit: int
+    ) -> dict[str, Any]:
+        """The explicit form of trigger recall: typed memories matching a query and/or triggers."""
+        if type is not None and type not in TYPES:
+            raise InvalidParams("invalid_params", f"with query or triggers, type is one of {', '.join(TYPES)}")
+        typed = self.memory.typed
+        if triggers:
+            found = typed.recall_triggers(triggers, project, 10000, type)
+            if query is not None:
+                parts = parse_query(query)
+                found = [e for e in found if analysis.parts_match(searchable(e), parts)]
+            typed.used(found[:limit])
+            return {"scope": "typed", "entries": [typed.describe(e) for e in found[:limit]], "total": len(found)}
+        return {"scope": "typed", **typed.query(query or "", project, limit, type)}
 
     def _read_root(self, section: str | None) -> dict[str, Any]:
         """The whole of MEMORY.md, or one section found by exact name or unique prefix."""
@@ -400,8 +428,15 @@ def _recall_params() -> dict[str, Any]:
         scope=s.string("root: MEMORY.md; home or project: logfiles (default root).", enum=list(SCOPES)),
         section=s.string("With scope=root: one section, by exact name or unique prefix."),
         name=s.string("With scope=home or project: read this logfile (at most 128 KiB)."),
-        type=s.string("With scope=home or project: list only logfiles of this type.", enum=list(LOG_TYPES)),
+        type=s.string(
+            "With scope=home or project: list only logfiles of this type; with query or triggers: only typed "
+            "memories of this type.",
+            enum=[*LOG_TYPES, *TYPES],
+        ),
         project=_PROJECT,
+        query=s.string("Search typed memories (fact, decision, error, workflow, ...) for these words."),
+        triggers=s.strings("Typed memories carrying any of these triggers: file:<name>, tool:<name>, err:<code>.", 32),
+        limit=s.integer("With query or triggers: most entries to return.", 1, 500),
     )
 
 

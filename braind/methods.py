@@ -68,6 +68,64 @@ def _inject_params() -> dict[str, Any]:
     )
 
 
+_FP = s.string("Fingerprint of the entry, or a unique prefix of it (as list and query show).")
+_APPROVED = s.boolean("The user approved this write (needed when approval is fail-closed).")
+_LIMIT = s.integer("Most entries to return.", 1, 10000)
+
+
+def _typed_methods(memory: Memory) -> list[Method]:
+    """The memory.* commands of the typed system."""
+    typed = memory.typed
+    kind = s.string("Only entries of this type.", enum=list(TYPES))
+    fp_only = s.obj(("fp",), fp=_FP, project=_PROJECT, approved=_APPROVED)
+    return [
+        Method("memory.list", s.obj(type=kind, project=_PROJECT, limit=_LIMIT), typed.listing, "Live typed memories."),
+        Method(
+            "memory.query",
+            s.obj(("term",), term=s.string("Words that must all occur."), type=kind, project=_PROJECT, limit=_LIMIT),
+            typed.query,
+            "Search typed memories (text, key and triggers).",
+        ),
+        Method(
+            "memory.entries",
+            s.obj(
+                term=s.string("Words that must all occur; the newest entries when left out."),
+                project=_PROJECT,
+                limit=_LIMIT,
+            ),
+            typed.entries,
+            "Raw entries of any type and status.",
+        ),
+        Method("memory.add", _note_params(), memory.brain_note, "Add a typed memory (same as brain_note)."),
+        Method(
+            "memory.edit",
+            s.obj(("fp", "text"), fp=_FP, text=s.string("The new text."), project=_PROJECT, approved=_APPROVED),
+            typed.edit,
+            "Supersede an entry: the new text is appended, the old entry tombstoned and linked.",
+        ),
+        Method("memory.remove", fp_only, typed.remove, "Tombstone an entry (undo brings it back)."),
+        Method("memory.undo", fp_only, _no_approval(typed.undo), "Reverse the newest change to an entry."),
+        Method("memory.pin", fp_only, _no_approval(typed.pin), "Pin an entry."),
+        Method("memory.unpin", fp_only, _no_approval(typed.unpin), "Unpin an entry."),
+        Method(
+            "memory.compact",
+            s.obj(dry_run=s.boolean("Only say what would be done."), project=_PROJECT, approved=_APPROVED),
+            typed.compact,
+            "Apply the five compaction rules; each eviction is written to compact.log.",
+        ),
+        Method("memory.dump", s.obj(type=kind, project=_PROJECT), typed.dump, "Everything, tombstones included."),
+    ]
+
+
+def _no_approval(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """A write that needs no approval still accepts the `approved` param every write takes."""
+
+    def call(approved: bool = False, **params: Any) -> Any:
+        return handler(**params)
+
+    return call
+
+
 def build(memory: Memory) -> dict[str, Method]:
     """Bind every method to the services of one daemon."""
     methods = [
@@ -89,6 +147,7 @@ def build(memory: Memory) -> dict[str, Method]:
         Method("status", s.obj(), memory.status, "Daemon health, roots, index state and rejected files."),
         Method("reindex", s.obj(), memory.reindex, "Rebuild the index from the memory files."),
         *(Method(*spec, tool=True) for spec in layered_specs(memory.layered)),
+        *_typed_methods(memory),
     ]
     table = {m.name: m for m in methods}
     table["tools"] = Method("tools", s.obj(), lambda: tools(table), "The agent tool set with JSON Schemas.")

@@ -10,6 +10,8 @@ to partitions, merges results and owns the layout manifest.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import logging
 import multiprocessing
 import os
@@ -17,14 +19,29 @@ import re
 import shutil
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from braind import analysis, manifest
 from braind.entries import Entry
-from braind.index import SCHEMA_VERSION, FileRecord, Hit, Index, Rebuild, build_directory, parse_query
+from braind.errors import BraindError, Unavailable
+from braind.index import (
+    SCHEMA_VERSION,
+    Candidate,
+    FileRecord,
+    Filters,
+    Hit,
+    Index,
+    Rebuild,
+    build_directory,
+    check_limit,
+    hits,
+    parse_query,
+    rank,
+)
 
 log = logging.getLogger("braind.index")
 
@@ -61,6 +78,11 @@ def _needed_roots(part: Index, roots: Sequence[str] | None) -> Sequence[str] | N
     return None if roots is not None and part.roots() <= set(roots) else roots
 
 
+def _tuple(roots: Sequence[str] | None) -> tuple[str, ...] | None:
+    """Roots as the filters hold them."""
+    return None if roots is None else tuple(roots)
+
+
 class PartitionedIndex:
     """The same interface as `index.Index`, spread over partitions by time."""
 
@@ -80,6 +102,9 @@ class PartitionedIndex:
         self._generation = 0
         self._version = 0
         self._rebuilding = False
+        self._busy_since: float | None = None  # when the committer's current attempt began
+        self._damaged: str | None = None  # why the index was found damaged while running, until rebuilt
+        self.on_damage: Callable[[str], None] = lambda why: None
 
     # -- opening -----------------------------------------------------------------
 
@@ -162,11 +187,71 @@ class PartitionedIndex:
             if self._stopping.wait(self._commit_ms / 1000):
                 return
             self._wake.clear()
+            self._busy_since = time.monotonic()
             try:
                 self.commit()
             except Exception:
                 log.exception("index commit failed; will retry")
                 self._wake.set()
+                self._busy_since = None
+                self._report_damage(self.damage())
+            else:
+                self._report_damage(self._layout_problem())
+            finally:
+                self._busy_since = None
+
+    def damage(self) -> str | None:
+        """Why the layout or a partition on disk can no longer be used, or None (a full read: only after a failure)."""
+        return self._layout_problem() or next(
+            (f"partition {key}: {why}" for key, part in self._items() if (why := part.damage()) is not None), None
+        )
+
+    def _layout_problem(self) -> str | None:
+        """The cheap check after each commit: the manifest and every partition directory are still there."""
+        if not (self._state_dir / _MANIFEST).is_file():
+            return "the layout manifest is missing"
+        missing = [key for key, _ in self._items() if not (self._dir / key).is_dir()]
+        return f"partition directories missing: {', '.join(missing)}" if missing else None
+
+    def _items(self) -> list[tuple[str, Index]]:
+        """A snapshot of the partitions by key."""
+        with self._lock:
+            return sorted(self._parts.items())
+
+    def _report_damage(self, why: str | None) -> None:
+        """Remember damage found while running and ask for a repair (the daemon rebuilds from the files)."""
+        if why is not None:
+            log.warning("the index is damaged: %s", why)
+            self._damaged = why
+            self.on_damage(why)
+
+    def repair(self) -> list[str]:
+        """Restore the layout and move every damaged partition aside, empty; a rebuild then refills them."""
+        self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._dir.mkdir(mode=0o700, exist_ok=True)
+        if self._check_manifest() is not None:
+            self._write_manifest()
+        damaged = [key for key, part in self._items() if part.damage() is not None]
+        for key in damaged:
+            self._parts[key].reset()
+        return damaged
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A read that fails inside Whoosh means a damaged index: answer with a clear error and repair it."""
+        try:
+            yield
+        except BraindError:
+            raise
+        except Exception as exc:
+            log.exception("reading the index failed")
+            self._report_damage(f"a read failed ({type(exc).__name__}: {exc})")
+            raise Unavailable("index_damaged", "the index is damaged and is being rebuilt; try again") from None
+
+    def stalled_for(self) -> float:
+        """Seconds the committer has been inside its current attempt: a wedged writer keeps it growing."""
+        since = self._busy_since
+        return 0.0 if since is None else time.monotonic() - since
 
     def commit(self) -> None:
         """Commit the queued changes of every partition now."""
@@ -231,7 +316,8 @@ class PartitionedIndex:
     def entries_for(self, path: str) -> list[Entry]:
         """The current entries of one file, by line."""
         part = self._part(partition_key(path), create=False)
-        return part.entries_for(path) if part is not None else []
+        with self._reading():
+            return part.entries_for(path) if part is not None else []
 
     def search(
         self,
@@ -243,25 +329,29 @@ class PartitionedIndex:
         limit: int = 20,
         snippet_chars: int = 240,
     ) -> tuple[list[Hit], int]:
-        """Search only the partitions the window covers; merge best first, newer first on ties."""
-        parse_query(query)
+        """Search only the partitions the window covers; merge best first, newer first on ties.
+
+        Each partition proposes its best matches as candidates, and only the overall best are
+        loaded and given snippets; every partition's lock is held meanwhile (always taken in key
+        order) so that a commit cannot swap a searcher between the two steps.
+        """
+        parsed = parse_query(query)
+        check_limit(limit)
         with self._lock:
             parts = [(key, self._parts[key]) for key in _window(sorted(self._parts), since)]
-        hits: list[Hit] = []
-        total = 0
-        for key, part in parts:
-            found, count = part.search(
-                query,
-                since=_needed_since(key, since),
-                roots=_needed_roots(part, roots),
-                type=type,
-                limit=limit,
-                snippet_chars=snippet_chars,
-            )
-            hits += found
-            total += count
-        hits.sort(key=lambda h: (h.score, h.entry.date, h.entry.time), reverse=True)
-        return hits[:limit], total
+        with ExitStack() as held:
+            for _, part in parts:
+                held.enter_context(part.reading)
+            found: list[tuple[Candidate, Index]] = []
+            total = 0
+            for key, part in parts:
+                needed = Filters(_needed_since(key, since), _tuple(_needed_roots(part, roots)), type)
+                candidates, count = part.gather(parsed, needed, limit)
+                found += [(candidate, part) for candidate in candidates]
+                total += count
+            chosen = heapq.nlargest(limit, found, key=lambda pair: rank(pair[0]))
+            ranked = [part.load([candidate])[0] for candidate, part in chosen]
+        return hits(ranked, parsed, snippet_chars), total
 
     def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
         """Every entry of every partition whose field (fp, key, triggers, type) holds one of the values."""
@@ -271,10 +361,15 @@ class PartitionedIndex:
         """Counts and state for `status`, summed over partitions."""
         stats = [part.stats() for part in self._all()]
         out: dict[str, Any] = {key: sum(s[key] for s in stats) for key in ("entries", "files", "queued", "segments")}
-        closed = any(s["state"] == "closed" for s in stats)
-        out["state"] = "closed" if closed else "rebuilding" if self._rebuilding else "ready"
+        out["state"] = self._state(any(s["state"] == "closed" for s in stats))
         out["partitions"] = len(stats)
         return out
+
+    def _state(self, closed: bool) -> str:
+        """closed, rebuilding, damaged (found while running, a rebuild is due) or ready."""
+        if closed:
+            return "closed"
+        return "rebuilding" if self._rebuilding else "damaged" if self._damaged else "ready"
 
     # -- rebuild -------------------------------------------------------------------
 
@@ -284,39 +379,98 @@ class PartitionedIndex:
 
 
 class PartitionedRebuild:
-    """Collects every file, then builds the partitions (in parallel when large) and swaps them in."""
+    """Builds the partitions from every file (in worker processes when large) and swaps them in.
+
+    Files arrive in path order, so a diary month is complete once a file of another partition
+    arrives: in parallel mode it is handed to a worker then, which overlaps building with reading
+    the rest and keeps only a few months' entries in memory at a time.
+    """
 
     def __init__(self, index: PartitionedIndex) -> None:
         self._index = index
         self._files: dict[str, list[tuple[FileRecord, tuple[Entry, ...]]]] = {}
+        self._rebuilds: dict[str, Rebuild] = {}
+        self._jobs: dict[str, Future[int]] = {}
+        self._pool: ProcessPoolExecutor | None = None
+        self._last: str | None = None
         self.files = self.entries = 0
         index._rebuilding = True
 
     def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
-        """Queue one file for its partition."""
-        self._files.setdefault(partition_key(record.path), []).append((record, tuple(entries)))
+        """Queue one file for its partition; hand finished months to the workers."""
+        key = partition_key(record.path)
+        if key in self._jobs:  # a file after its month was handed over: written in at the swap
+            self._rebuilds[key].late(record, entries)
+        else:
+            self._files.setdefault(key, []).append((record, tuple(entries)))
         self.files += 1
         self.entries += len(entries)
+        if self._last not in (None, key) and self._parallel():
+            self._hand_over(current=key)
+        self._last = key
+
+    def _parallel(self) -> bool:
+        """True once the corpus is large enough to be worth worker processes, which then start."""
+        if self._pool is None:
+            if self.entries < self._index._parallel_min_entries or (os.cpu_count() or 1) < 2:
+                return False
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=os.cpu_count(), mp_context=context)
+        return True
+
+    def _hand_over(self, current: str) -> None:
+        """Send every finished month to a worker ('other' waits for the end: its files come from anywhere)."""
+        for key in [k for k in self._files if k not in (OTHER, current)]:
+            self._submit(key)
+        self._wait_below(2 * (os.cpu_count() or 1))
+
+    def _submit(self, key: str) -> None:
+        """Start a partition's rebuild and send its files to a worker."""
+        assert self._pool is not None
+        rebuild = self._rebuilds[key] = self._start(key)
+        self._jobs[key] = self._pool.submit(_build_job, str(rebuild.directory), self._files.pop(key))
+
+    def _wait_below(self, limit: int) -> None:
+        """Wait until fewer than `limit` jobs are unfinished, so that queued entries stay few."""
+        while True:
+            running = [job for job in self._jobs.values() if not job.done()]
+            if len(running) < limit:
+                return
+            wait(running, return_when=FIRST_COMPLETED)
 
     def finish(self) -> None:
-        """Build every partition, then swap each in; partitions with no files become empty."""
+        """Build what is left, then swap every partition in; partitions with no files become empty."""
         try:
-            keys = sorted(set(self._files) | set(self._index._parts))
-            rebuilds: dict[str, Rebuild] = {}
             try:
-                for key in keys:
-                    rebuilds[key] = self._start(key)
-                self._build(rebuilds)
+                self._build_rest()
             except BaseException:
-                for rebuild in rebuilds.values():
-                    rebuild.abort()
+                self._discard()
                 raise
-            for rebuild in rebuilds.values():
+            for rebuild in self._rebuilds.values():
                 rebuild.finish()
             self._index._generation += 1
             self._index._version += 1
+            self._index._damaged = None
         finally:
+            self._shutdown()
             self._index._rebuilding = False
+
+    def _build_rest(self) -> None:
+        """Build the partitions not handed over yet, wait for the workers, and start empty ones."""
+        parallel = self._parallel()
+        for key in sorted(set(self._files) | set(self._index._parts)):
+            if key not in self._rebuilds:
+                self._rebuilds[key] = self._start(key)
+        pending = dict(self._files)
+        self._files.clear()
+        for key, files in pending.items():
+            if parallel:
+                assert self._pool is not None
+                self._jobs[key] = self._pool.submit(_build_job, str(self._rebuilds[key].directory), files)
+            else:
+                build_directory(self._rebuilds[key].directory, files)
+        for job in self._jobs.values():
+            job.result()
 
     def _start(self, key: str) -> Rebuild:
         """Begin one partition's rebuild beside its live index."""
@@ -324,22 +478,23 @@ class PartitionedRebuild:
         assert part is not None
         return part.rebuild()
 
-    def _build(self, rebuilds: dict[str, Rebuild]) -> None:
-        """Fill each new partition directory, in worker processes when the corpus is large."""
-        jobs = [(str(rebuilds[key].directory), files) for key, files in self._files.items()]
-        if self.entries < self._index._parallel_min_entries or (os.cpu_count() or 1) < 2:
-            for directory, files in jobs:
-                build_directory(Path(directory), files)
-            return
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=os.cpu_count(), mp_context=context) as pool:
-            largest_first = sorted(jobs, key=lambda job: -sum(len(e) for _, e in job[1]))
-            for future in [pool.submit(_build_job, directory, files) for directory, files in largest_first]:
-                future.result()
+    def _discard(self) -> None:
+        """Abort every started partition rebuild."""
+        self._shutdown()
+        for rebuild in self._rebuilds.values():
+            rebuild.abort()
+        self._rebuilds.clear()
+
+    def _shutdown(self) -> None:
+        """Stop the worker processes, cancelling jobs not started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def abort(self) -> None:
-        """Forget the collected files; the live partitions are untouched."""
+        """Forget the collected files and any started builds; the live partitions are untouched."""
         self._files.clear()
+        self._discard()
         self._index._rebuilding = False
 
 

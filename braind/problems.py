@@ -29,6 +29,11 @@ class Problems:
             if problem not in old:
                 log.warning("rejected %s", problem)
 
+    def of(self, path: str) -> tuple[Problem, ...]:
+        """What is known about one path."""
+        with self._lock:
+            return self._by_path.get(path, ())
+
     def clear_under(self, prefix: str) -> None:
         """Forget every path below a directory that went away."""
         with self._lock:

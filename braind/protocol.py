@@ -44,6 +44,7 @@ _ESCAPE = re.compile(r"\\.", re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # os.fsdecode's stand-ins for bytes that are not UTF-8
 _APPLICATION_CODES = range(-32099, -32000 + 1)
 _BY_CODE: dict[int, type[BraindError]] = {
     PARSE_ERROR: ParseError,
@@ -111,14 +112,14 @@ def encode_request(request_id: RequestId, method: str, params: dict[str, Any]) -
 
 
 def encode_result(request_id: RequestId, result: Any) -> bytes:
-    """One reply line; raises TypeError or ValueError when the result is not JSON."""
-    return _line({"jsonrpc": "2.0", "id": request_id, "result": result})
+    """One reply line, file names' undecodable bytes shown as \\xNN; raises TypeError or ValueError when not JSON."""
+    return _line({"jsonrpc": "2.0", "id": request_id, "result": result}, shown=True)
 
 
 def encode_error(request_id: RequestId, err: BraindError) -> bytes:
     """One error reply line; never fails, falling back to the bare reason and message."""
     try:
-        return _line({"jsonrpc": "2.0", "id": request_id, "error": err.to_wire()}, default=str)
+        return _line({"jsonrpc": "2.0", "id": request_id, "error": err.to_wire()}, shown=True, default=str)
     except (TypeError, ValueError, RecursionError):
         bare = {"code": err.code, "message": _printable(err.message), "data": {"reason": err.reason}}
         return _line({"jsonrpc": "2.0", "id": request_id, "error": bare}, ensure_ascii=True)
@@ -150,11 +151,18 @@ def _error_class(code: int, reason: str) -> type[BraindError]:
     return _BY_CODE.get(code, BraindError)
 
 
-def _line(message: dict[str, Any], **options: Any) -> bytes:
+def _line(message: dict[str, Any], shown: bool = False, **options: Any) -> bytes:
     """Compact single-line JSON: newlines inside strings are escaped, so framing stays intact."""
     options.setdefault("ensure_ascii", False)
     text = json.dumps(message, allow_nan=False, separators=(",", ":"), **options)
+    if shown:
+        text = _UNDECODABLE.sub(_shown_byte, text)
     return text.encode("utf-8") + b"\n"
+
+
+def _shown_byte(match: re.Match[str]) -> str:
+    """A byte a file name could not decode (kept by surrogateescape) as the text \\xNN, escaped for JSON."""
+    return f"\\\\x{ord(match[0]) - 0xDC00:02x}"
 
 
 def _printable(text: str) -> str:

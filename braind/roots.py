@@ -34,6 +34,8 @@ def project_root(project: str | Path) -> Root:
     """The root of a project named by an absolute path to its directory."""
     if not isinstance(project, str | Path) or not os.path.isabs(project):
         raise InvalidParams("path_escape", f"project must be an absolute path, got {project!r}")
+    if "\0" in str(project):  # names no directory; normalising it would redirect the write elsewhere
+        raise InvalidParams("path_escape", f"project path holds a NUL byte: {project!r}")
     base = Path(os.path.normpath(project))
     if not base.is_dir():
         raise InvalidParams("not_found", f"project directory {base} does not exist")

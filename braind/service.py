@@ -12,21 +12,24 @@ from pathlib import Path
 from typing import Any
 
 from braind import __version__
+from braind.approval import Approver
 from braind.config import Config
-from braind.entries import Entry, GrammarError, Line, make_meta, render_line
-from braind.errors import BraindError, InvalidParams
+from braind.entries import Entry, Line, render_line
+from braind.errors import BraindError
 from braind.fsutil import append_line
 from braind.inject import TurnLedger
 from braind.layered_inject import compose
 from braind.layered_tools import LayeredMemory
 from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
+from braind.redact import neutralise_braces
 from braind.roots import Root, ensure_root, project_root, user_root
-from braind.sync import Report, Syncer, load_file, root_available, walk
-from braind.validate import clean_note, open_dir
+from braind.sync import Report, Syncer, root_available, walk
+from braind.triggers import Chosen, cwd_triggers, signal_triggers, triggered_part
+from braind.typed import TypedMemory
+from braind.validate import open_dir
 
 Clock = Callable[[], dt.datetime]
-IMPORTANT_TYPES = ("decision",)
 _BLOCK_CACHE = 256
 
 
@@ -49,7 +52,7 @@ class Memory:
         self.user = user_root(config.memory_root)
         self.projects = [project_root(p) for p in config.projects if p.is_dir()]
         self.ledger = TurnLedger()
-        self._blocks: OrderedDict[tuple[Any, ...], tuple[str, list[Any]]] = OrderedDict()
+        self._blocks: OrderedDict[tuple[Any, ...], tuple[str, list[Any], list[Chosen]]] = OrderedDict()
         self._blocks_lock = threading.Lock()
         self.started = time.monotonic()
         self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}
@@ -57,6 +60,8 @@ class Memory:
         self.reindexing: dict[str, int] | None = None
         self._reindex_lock = threading.Lock()
         self.layered = LayeredMemory(self)
+        self.approver = Approver(config.approval)
+        self.typed = TypedMemory(self)
 
     def roots(self) -> list[Root]:
         """Every root the daemon watches: the user root, then configured projects."""
@@ -82,35 +87,27 @@ class Memory:
         approved: bool = False,
     ) -> dict[str, Any]:
         """Append one entry to today's diary, durably, and make it recallable before replying."""
-        meta = _meta(type, key, tuple(triggers))
-        self.require_approval(meta.type in IMPORTANT_TYPES, approved, f"a {meta.type} entry")
-        body = clean_note(text, self.config.note.max_bytes)
-        now = self.clock()
-        line = Line(now.strftime("%H:%M"), body, meta)
-        root = self.root_for(project)
-        return self._append(root, now.date().isoformat(), line)
+        return self.typed.write(text, type, key, triggers, project, approved)
 
-    def _append(self, root: Root, date: str, line: Line) -> dict[str, Any]:
-        """Write the line, re-read the day file into the index, and find the new entry."""
+    def append(self, root: Root, date: str, line: Line) -> dict[str, Any]:
+        """Write the line, index it (the day file is re-read only when it changed behind our back), find the entry."""
         name = f"{date}.md"
+        rendered = render_line(line)
         with self.syncer.lock:
             if ensure_root(root):
                 self.root_created()
             dir_fd = open_dir(root.path, ("diary",), create=True)
             try:
-                append_line(dir_fd, name, render_line(line))
+                append_line(dir_fd, name, rendered)
             finally:
                 os.close(dir_fd)
-            loaded = self.syncer.sync_file(root, Path("diary", name))
+            loaded = self.syncer.sync_append(root, Path("diary", name), rendered)
         entry = _last_matching(loaded.entries, line)
         return {"fp": entry.fp if entry else None, "path": loaded.path, "date": date, "time": line.time}
 
     def require_approval(self, important: bool, approved: bool, what: str) -> None:
         """Fail closed on important writes that carry no approval (SPEC §6)."""
-        if important and not approved and self.config.approval.mode == "fail-closed":
-            raise BraindError(
-                "approval_required", f"{what} needs approval: ask the user, then retry with approved=true"
-            )
+        self.approver.require(important, approved, what)
 
     def brain_recall(
         self,
@@ -133,6 +130,7 @@ class Memory:
             limit=limit or self.config.recall.max_results,
             snippet_chars=self.config.recall.snippet_chars,
         )
+        self.typed.used(h.entry for h in hits)
         return {"hits": [_hit(h.entry, h.snippet, h.score) for h in hits], "total": total}
 
     def inject(
@@ -142,7 +140,10 @@ class Memory:
         if turn is not None and not self.ledger.first(session, turn):
             return {"text": "", "bytes": 0, "parts": [], "skipped": "already_injected"}
         snapshot = self.layered.snapshot(session, project)
-        text, parts = self._compose(session, project, snapshot)
+        triggers = signal_triggers(signals)
+        self.typed.turn(session, turn, project, [t for t in triggers if t not in cwd_triggers(signals)])
+        text, parts, chosen = self._compose(session, project, snapshot, tuple(triggers))
+        self.typed.used(c.entry for c in chosen)
         skipped = None if text else "empty"
         return {
             "text": text,
@@ -151,13 +152,20 @@ class Memory:
             "skipped": skipped,
         }
 
-    def _compose(self, session: str, project: str | None, snapshot: Any) -> tuple[str, list[Any]]:
+    def _compose(
+        self, session: str, project: str | None, snapshot: Any, triggers: tuple[str, ...]
+    ) -> tuple[str, list[Any], list[Chosen]]:
         """The block, cached until memory changes: a steady session's turns cost a lookup."""
-        key = (session, id(snapshot), project, self.clock().date(), self.index.version)
+        version = (self.index.version, self.syncer.states.version)
+        key = (session, id(snapshot), project, self.clock().date(), version, triggers)
         with self._blocks_lock:
             cached = self._blocks.get(key)
         if cached is None:
-            cached = compose(snapshot, self._recent_diary(project), self.config.inject)
+            chosen = self.typed.triggered(triggers, project)
+            shown = {c.entry.fp for c in chosen}
+            diary = [e for e in self._recent_diary(project) if e.fp not in shown]
+            text, parts = compose(snapshot, diary, self.config.inject, triggered_part(chosen))
+            cached = (neutralise_braces(text), parts, chosen)
             with self._blocks_lock:
                 self._blocks[key] = cached
                 while len(self._blocks) > _BLOCK_CACHE:
@@ -181,8 +189,9 @@ class Memory:
             "pid": os.getpid(),
             "uptime": round(time.monotonic() - self.started, 3),
             "config": self.config.source,
-            "roots": [_root_status(r) for r in self.roots()],
-            "index": self.index.stats(),
+            "roots": [_root_status(r, self.syncer.emptied(r)) for r in self.roots()],
+            "index": (index := self.index.stats()),
+            "index_state": index["state"],
             "generation": self.index.generation,
             "watcher": self.health(),
             "rejected": [_problem(p) for p in self.problems.files()],
@@ -190,12 +199,14 @@ class Memory:
             "reindex": self.reindexing,
         }
 
-    def reconcile(self, roots: Sequence[Root] | None = None) -> Report:
-        """Bring the index in line with the disk for the given roots (all by default)."""
+    def reconcile(self, roots: Sequence[Root] | None = None, verify: bool = False) -> Report:
+        """Bring the index in line with the disk for the given roots (all by default); verify compares hashes too."""
         total = Report()
         for root in roots or self.roots():
             self.layered.migrator.ensure(root)
-            report = self.syncer.reconcile(root)
+            report = self.syncer.reconcile(root, verify=verify)
+            if root_available(root):
+                self.typed.reconcile_status(root)
             for key, value in report.as_dict().items():
                 setattr(total, key, getattr(total, key) + value)
         return total
@@ -213,7 +224,7 @@ class Memory:
     def _rebuild(self) -> dict[str, Any]:
         """Load every file of every root into a fresh index, then swap it in."""
         started = time.monotonic()
-        missing = [str(root.path) for root in self.roots() if not root_available(root)]
+        missing = [str(root.path) for root in self.roots() if not root_available(root) or self.syncer.emptied(root)]
         if missing and self.index.stats()["files"]:
             raise BraindError("root_unavailable", f"not rebuilding while {', '.join(missing)} is unavailable")
         todo = [(root, rel) for root in self.roots() if root_available(root) for rel in walk(root)]
@@ -222,7 +233,7 @@ class Memory:
         entries = files = 0
         try:
             for done, (root, rel) in enumerate(todo, start=1):
-                loaded = load_file(root, rel, self.config.files)
+                loaded = self.syncer.load(root, rel)
                 self.problems.set(loaded.path, loaded.problems)
                 if loaded.record is not None:
                     rebuild.add(loaded.record, loaded.entries)
@@ -234,14 +245,6 @@ class Memory:
             raise
         seconds = round(time.monotonic() - started, 3)
         return {"scanned": len(todo), "files": files, "entries": entries, "seconds": seconds}
-
-
-def _meta(type: str, key: str | None, triggers: tuple[str, ...]) -> Any:
-    """Build entry metadata, turning grammar errors into invalid params."""
-    try:
-        return make_meta(type, key, triggers)
-    except GrammarError as exc:
-        raise InvalidParams("invalid_params", str(exc)) from None
 
 
 def _last_matching(entries: Sequence[Entry], line: Line) -> Entry | None:
@@ -276,13 +279,13 @@ def _hit(entry: Entry, snippet: str, score: float) -> dict[str, Any]:
     }
 
 
-def _root_status(root: Root) -> dict[str, Any]:
-    """A root's path, realm and whether it can be read now."""
-    available = root_available(root)
-    reason = None if available else ("symlink" if root.path.is_symlink() else "missing")
+def _root_status(root: Root, emptied: bool = False) -> dict[str, Any]:
+    """A root's path, realm and whether it can be read now (an emptied root looks unmounted: not usable)."""
+    available = root_available(root) and not emptied
+    reason = None if available else "empty" if emptied else ("symlink" if root.path.is_symlink() else "missing")
     return {"path": str(root.path), "realm": root.realm, "available": available, "reason": reason}
 
 
 def _problem(problem: Any) -> dict[str, Any]:
     """A rejection or skipped line as the wire carries it."""
-    return {"path": problem.path, "line": problem.line, "reason": problem.reason, "message": problem.message}
+    return dict(problem.to_wire())

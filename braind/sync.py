@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from braind import layered
@@ -19,7 +20,8 @@ from braind.index import FileRecord
 from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
 from braind.roots import Root
-from braind.validate import Problem, classify, diary_date, parse_diary, read_file
+from braind.state import RootState, States
+from braind.validate import Problem, classify, diary_date, is_artefact, parse_diary, read_file
 
 log = logging.getLogger("braind.sync")
 Progress = Callable[[int, int], None]
@@ -59,6 +61,8 @@ def load_file(root: Root, rel: Path, files: FilesConfig) -> Loaded:
     if os.path.islink(path):
         return Loaded(path, None, problems=(Problem(path, None, "symlink", "symbolic links are not followed"),))
     kind = classify(rel)
+    if kind == "ignored":  # diary/ or logs/ itself, found to be something other than a directory
+        return Loaded(path, None, problems=(Problem(path, None, "not_a_directory", f"{path} is not a directory"),))
     if kind != "diary":
         return _load_layered(root, rel, kind, files)
     date = diary_date(rel.name)
@@ -87,15 +91,25 @@ def _load_layered(root: Root, rel: Path, kind: str, files: FilesConfig) -> Loade
     return Loaded(path, record, tuple(entries), tuple(problems))
 
 
-def walk(root: Root) -> Iterator[Path]:
-    """Every memory file below a root (relative paths); links and artefacts are not followed."""
-    for dirpath, dirnames, filenames in os.walk(root.path, followlinks=False):
+def walk(root: Root, under: Path | None = None) -> Iterator[Path]:
+    """Every memory file below a root, or only below `under` (relative paths), with links and dirs named as files."""
+    top = under or root.path  # walking only the changed subtree keeps `mkdir -p a/b/c/...` from costing n² walks
+    if classify(top.relative_to(root.path)) == "artefact":
+        return
+    if top != root.path and _named_as_file(top.relative_to(root.path), root):
+        yield top.relative_to(root.path)
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
         rel_dir = Path(dirpath).relative_to(root.path)
-        dirnames[:] = sorted(d for d in dirnames if classify(rel_dir / d) != "artefact")
-        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
-        for name in sorted(filenames + links):
+        dirnames[:] = sorted(d for d in dirnames if not is_artefact(d))  # the parents were checked on the way down
+        odd = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d)) or _named_as_file(rel_dir / d, root)]
+        for name in sorted(filenames + odd):
             if _is_memory(rel_dir / name, root):
                 yield rel_dir / name
+
+
+def _named_as_file(rel: Path, root: Root) -> bool:
+    """A directory with a memory file's very name (`diary/2026-01-31.md/`, `logs/x.md/`): reported, not skipped."""
+    return is_memory_file(rel, root) and (classify(rel) != "diary" or diary_date(rel.name) is not None)
 
 
 def _is_memory(rel: Path, root: Root) -> bool:
@@ -105,18 +119,35 @@ def _is_memory(rel: Path, root: Root) -> bool:
 
 def is_memory_file(rel: Path, root: Root) -> bool:
     """A diary day or a logfile in any root; SOUL.md and MEMORY.md only in the user root."""
+    if len(rel.parts) > 2:  # memory files live at most one directory down; spare classify() deep trees
+        return False
     kind = classify(rel)
     return kind in ("diary", "logfile") or (kind in ("soul", "memory") and root.realm == "user")
+
+
+def with_status(loaded: Loaded, state: RootState) -> Loaded:
+    """The loaded entries with the status (tombstoned, pinned) the root's state gives them."""
+    if not loaded.entries or not state.marks:
+        return loaded
+    entries = tuple(replace(e, status=state.status(e.fp)) for e in loaded.entries)
+    return replace(loaded, entries=entries)
 
 
 class Syncer:
     """Applies the disk's state to the index, serialised so two syncs never interleave."""
 
-    def __init__(self, index: PartitionedIndex, files: FilesConfig, problems: Problems) -> None:
+    def __init__(
+        self, index: PartitionedIndex, files: FilesConfig, problems: Problems, states: States | None = None
+    ) -> None:
         self.index = index
         self.files = files
         self.problems = problems
+        self.states = states or States()
         self.lock = threading.RLock()
+
+    def load(self, root: Root, rel: Path) -> Loaded:
+        """Validate and parse one file, with each entry's status from the root's state."""
+        return with_status(load_file(root, rel, self.files), self.states.of(root))
 
     def apply(self, root: Root, loaded: Loaded) -> None:
         """Put one loaded file into the index, or take it out when it was refused."""
@@ -129,7 +160,43 @@ class Syncer:
     def sync_file(self, root: Root, rel: Path) -> Loaded:
         """Re-read one file and make the index match it."""
         with self.lock:
-            loaded = load_file(root, rel, self.files)
+            loaded = self.load(root, rel)
+            self.apply(root, loaded)
+            return loaded
+
+    def sync_append(self, root: Root, rel: Path, line: str) -> Loaded:
+        """Index a diary day the daemon just appended `line` to: only the new line is parsed when the rest is
+        exactly what the index holds (else the whole file is re-read), so a busy day costs no more per note."""
+        with self.lock:
+            path = str(root.path / rel)
+            before = self.index.file_records().get(path)
+            date = diary_date(rel.name)
+            try:
+                data = read_file(root.path, rel, self.files.max_file_bytes)
+            except BraindError:
+                return self.sync_file(root, rel)
+            raw = data.text.encode("utf-8")
+            added = (line + "\n").encode("utf-8")
+            offset = len(raw) - len(added)
+            if (
+                before is None
+                or date is None
+                or len(raw) != data.size
+                or not raw.endswith(added)
+                or before.size != offset
+                or hashlib.sha256(raw[:offset]).hexdigest() != before.sha256
+            ):
+                return self.sync_file(root, rel)
+            lines, skipped = parse_diary(path, line + "\n", self.files.max_line_bytes)
+            number = raw.count(b"\n", 0, offset) + 1
+            try:
+                old = self.index.entries_for(path)
+            except BraindError:  # an index being repaired: the file itself is the truth
+                return self.sync_file(root, rel)
+            new = diary_entries(str(root.path), root.realm, path, date, [(number, ln) for _, ln in lines], old)
+            record = FileRecord(str(root.path), path, data.size, data.mtime_ns, data.sha256)
+            problems = self.problems.of(path) + tuple(replace(p, line=number) for p in skipped)
+            loaded = with_status(Loaded(path, record, (*old, *new), problems), self.states.of(root))
             self.apply(root, loaded)
             return loaded
 
@@ -150,11 +217,13 @@ class Syncer:
     def _sync_or_forget(self, root: Root, rel: Path) -> None:
         """Sync a memory file; forget what lies below a linked directory, reporting the link."""
         if is_memory_file(rel, root):
-            self.sync_file(root, rel)
+            path = str(root.path / rel)
+            if not _same_stat(path, self.index.file_records().get(path)):
+                self.sync_file(root, rel)  # the daemon's own appends are already indexed: same size and mtime
             return
         self._forget(str(root.path / rel))
         if _is_memory(rel, root):
-            self.apply(root, load_file(root, rel, self.files))
+            self.apply(root, self.load(root, rel))
 
     def _forget(self, path: str) -> None:
         """Drop a vanished file, or every file below a vanished directory."""
@@ -163,16 +232,18 @@ class Syncer:
                 self.index.remove_file(known)
         self.problems.clear_under(path)
 
-    def reconcile(self, root: Root, under: Path | None = None, progress: Progress | None = None) -> Report:
-        """Diff the disk against the index (stat, then hash) and apply the difference."""
+    def reconcile(
+        self, root: Root, under: Path | None = None, progress: Progress | None = None, verify: bool = False
+    ) -> Report:
+        """Diff the disk against the index (stat; with verify also the hash) and apply the difference."""
         report = Report()
         with self.lock:
-            if not root_available(root):
+            if not root_available(root) or self.emptied(root):
                 report.unavailable.append(str(root.path))
                 return report
             base = under or root.path
             known = {p: r for p, r in self.index.file_records().items() if _below(p, base)}
-            seen = self._scan(root, base, known, report, progress)
+            seen = self._scan(root, base, known, report, progress, verify)
             for path in set(known) - seen:
                 self.index.remove_file(path)
                 self.problems.set(path, ())
@@ -180,23 +251,47 @@ class Syncer:
             self._drop_vanished_problems(base, seen)
         return report
 
+    def emptied(self, root: Root) -> bool:
+        """An empty root whose files the index holds looks unmounted: it purges nothing until it has content."""
+        try:
+            with os.scandir(root.path) as entries:
+                if any(True for _ in entries):
+                    return False
+        except OSError:
+            return False
+        prefix = str(root.path).rstrip("/") + "/"
+        return any(path.startswith(prefix) for path in self.index.file_records())
+
     def _scan(
-        self, root: Root, base: Path, known: dict[str, FileRecord], report: Report, progress: Progress | None
+        self,
+        root: Root,
+        base: Path,
+        known: dict[str, FileRecord],
+        report: Report,
+        progress: Progress | None,
+        verify: bool = False,
     ) -> set[str]:
         """Load every file that changed since its record; return the paths seen."""
-        rels = [r for r in walk(root) if _below(str(root.path / r), base)]
+        rels = list(walk(root, base))
         seen: set[str] = set()
         for number, rel in enumerate(rels, start=1):
             path = str(root.path / rel)
             seen.add(path)
             report.scanned += 1
-            if _same_stat(path, known.get(path)):
+            if _same_stat(path, known.get(path)) and (not verify or self._same_hash(root, rel, known[path])):
                 report.unchanged += 1
             else:
-                self._count(report, load_file(root, rel, self.files), root)
+                self._count(report, self.load(root, rel), root)
             if progress:
                 progress(number, len(rels))
         return seen
+
+    def _same_hash(self, root: Root, rel: Path, record: FileRecord) -> bool:
+        """The thorough check of a start: the same bytes, for an edit that kept both size and mtime."""
+        try:
+            return read_file(root.path, rel, self.files.max_file_bytes).sha256 == record.sha256
+        except BraindError:
+            return False
 
     def _count(self, report: Report, loaded: Loaded, root: Root) -> None:
         """Apply one loaded file and add it to the report."""

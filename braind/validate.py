@@ -11,6 +11,7 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from braind.entries import CONTROL_OR_SURROGATE, GrammarError, Line, parse_line
 from braind.errors import Rejected
@@ -59,7 +60,30 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return f"{where}: {self.reason}: {self.message}"
+        return printable(f"{where}: {self.reason}: {self.message}")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The problem as `status` and `check --json` carry it: a hostile file name cannot break the JSON."""
+        path, message = printable(self.path), printable(self.message)
+        return {"path": path, "line": self.line, "reason": self.reason, "message": message}
+
+
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_BAD_NAME = frozenset({"Cc", "Cf", "Cs"})
+
+
+def printable(text: str) -> str:
+    """Text safe on one log line and in UTF-8 JSON: undecodable name bytes as \\xNN, control characters escaped."""
+    if text.isprintable():
+        return text
+    return "".join(_escape(c) if unicodedata.category(c) in _UNPRINTABLE else c for c in text)
+
+
+def _escape(char: str) -> str:
+    """One character as a Python escape; a byte that was not UTF-8 (surrogateescape) as the byte."""
+    if "\udc80" <= char <= "\udcff":
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return char.encode("unicode_escape").decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -106,9 +130,12 @@ def open_dir(root: Path, parts: tuple[str, ...] = (), create: bool = False) -> i
 
 
 def _check_component(part: str, root: Path) -> None:
-    """One plain name inside a root: no separator, no '.', '..', NUL or empty part."""
+    """One plain name inside a root: no separator, no '.', '..', NUL or empty part, nothing unprintable."""
     if part in ("", ".", "..") or "/" in part or "\0" in part:
-        raise Rejected("path_escape", f"{part!r} is not a plain name inside {root}")
+        raise Rejected("path_escape", f"{printable(part)!r} is not a plain name inside {root}")
+    if any(unicodedata.category(c) in _BAD_NAME for c in part):
+        message = f"the name {printable(part)!r} is not valid UTF-8 or holds a control or format character"
+        raise Rejected("invalid_name", message)
 
 
 def _mkdir_at(name: str, dir_fd: int) -> None:
@@ -133,12 +160,22 @@ def _open_nofollow(name: str, flags: int, dir_fd: int | None, shown: str) -> int
             raise Rejected("not_a_directory", f"{shown} is not a directory") from None
         if exc.errno == errno.ENOENT:
             raise Rejected("not_found", f"{shown} does not exist") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise Rejected("permission_denied", f"{shown} cannot be opened: {exc.strerror}") from None
         raise
 
 
 def read_file(root: Path, rel: Path, max_file_bytes: int) -> FileData:
     """Read and validate one memory file without following links or blocking on FIFOs."""
     _check_component(rel.name, root)
+    try:
+        return _read_validated(root, rel, max_file_bytes)
+    except OSError as exc:  # an I/O error on one file is that file's problem, never the reader's
+        raise Rejected("io_error", f"{root / rel} cannot be read: {exc.strerror or exc}") from None
+
+
+def _read_validated(root: Path, rel: Path, max_file_bytes: int) -> FileData:
+    """read_file once the name is checked; OSErrors other than the expected refusals propagate."""
     dir_fd = open_dir(root, rel.parts[:-1])
     try:
         fd = _open_regular(rel.name, dir_fd, str(root / rel))
@@ -207,7 +244,8 @@ def parse_diary(path: str, text: str, max_line_bytes: int) -> tuple[list[tuple[i
     """Parse a diary file into good lines and skipped ones; headings and blanks are allowed."""
     good: list[tuple[int, Line]] = []
     skipped: list[Problem] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
+    raws = text.split("\n")
+    for number, raw in enumerate(raws, start=1):
         raw = raw.removesuffix("\r")
         if not raw.strip() or raw.startswith("#"):
             continue
@@ -218,13 +256,20 @@ def parse_diary(path: str, text: str, max_line_bytes: int) -> tuple[list[tuple[i
                 continue
             except GrammarError as exc:
                 problem = ("bad_line", str(exc))
-        skipped.append(Problem(path, number, *problem))
+        skipped.append(Problem(path, number, *_torn(problem, number == len(raws))))
     return good, skipped
+
+
+def _torn(problem: tuple[str, str], unterminated: bool) -> tuple[str, str]:
+    """A bad last line with no newline was most likely cut short by a crash mid-write: say so."""
+    if not unterminated:
+        return problem
+    return "torn_line", f"the last line has no newline and does not parse ({problem[1]}); probably cut short"
 
 
 def _line_problem(raw: str, max_line_bytes: int) -> tuple[str, str] | None:
     """Length and character checks on one raw line, before the grammar."""
-    size = len(raw.encode("utf-8"))
+    size = len(raw.encode("utf-8", "surrogatepass"))
     if size > max_line_bytes:
         return "line_too_long", f"{size} bytes, over files.max_line_bytes={max_line_bytes}"
     if CONTROL_OR_SURROGATE.search(raw):

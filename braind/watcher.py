@@ -32,7 +32,7 @@ from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import CallbackId, InotifyEvent, InotifyFD, Mask, WatchCallback, WatchDescriptor
 
 from braind.debounce import Debouncer
-from braind.validate import is_artefact
+from braind.validate import is_artefact, printable
 
 log = logging.getLogger("braind.watcher")
 
@@ -332,7 +332,7 @@ class Watcher:
 
     def _fell_short(self, group_root: bytes, path: bytes, reason: str) -> None:
         """A directory could not be watched: degrade its root and rescan it now and periodically."""
-        message = f"cannot watch {os.fsdecode(path)}: {reason}"
+        message = f"cannot watch {printable(os.fsdecode(path))}: {reason}"  # status is JSON; a name may not be UTF-8
         with self._cond:
             root = next((r for r in self._roots if os.fsencode(r.path) == group_root), None)
             if root is None or root.shortfall is not None:

@@ -346,7 +346,8 @@ def test_every_integer_field_has_a_range() -> None:
     """Each integer setting is bounded, so none can be negative or absurd."""
     for name, cls in SECTIONS.items():
         for f in dataclasses.fields(cls):
-            assert f"{name}.{f.name}" in RANGES
+            if isinstance(getattr(cls(), f.name), int):
+                assert f"{name}.{f.name}" in RANGES
 
 
 # -- paths ------------------------------------------------------------------------------------------

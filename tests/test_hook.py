@@ -14,7 +14,7 @@ import pytest
 from test_server import sock_dir  # noqa: F401 (fixture)
 
 from braind.errors import InvalidParams
-from braind.hook import MAX_CHARS, fit, width
+from braind.hook import MAX_CHARS, TAIL_BYTES, error_code, fit, program, tail_lines, tool_calls, transcript_tools, width
 from braind.server import SocketServer
 from tests.conftest import Daemon
 from tests.test_mcp import readme_blocks
@@ -258,3 +258,282 @@ def test_the_readme_hook_settings_run(daemon: Daemon) -> None:
         assert list(printed) == list(example) and list(printed["hookSpecificOutput"]) == list(
             example["hookSpecificOutput"]
         )
+
+
+# -- the tools signal, from the transcript -------------------------------------------------------------
+
+SESSION = "d8a43f07-7943-45a5-8ca2-97f2f60913ec"
+
+
+def record(kind: str, content: Any, n: int) -> dict[str, Any]:
+    """One transcript line as Claude Code writes it: an envelope around a user or assistant message."""
+    message: dict[str, Any] = {"role": kind, "content": content}
+    if kind == "assistant":
+        message = {"id": f"msg_{n:03d}", "type": "message", "model": "claude-sonnet-4-5-20250929", **message}
+        message |= {"stop_reason": "tool_use", "usage": {"input_tokens": 3, "output_tokens": 120}}
+    return {
+        "parentUuid": f"uuid-{n - 1:03d}" if n else None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/home/me/shop",
+        "sessionId": SESSION,
+        "version": "2.1.332",
+        "gitBranch": "main",
+        "type": kind,
+        "message": message,
+        "uuid": f"uuid-{n:03d}",
+        "timestamp": f"2026-05-01T10:{n // 60:02d}:{n % 60:02d}.000Z",
+    }
+
+
+def tool_use(use_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    """An assistant's tool_use block."""
+    return {"type": "tool_use", "id": use_id, "name": name, "input": arguments}
+
+
+def tool_result(use_id: str, content: Any = "ok", error: bool = False) -> dict[str, Any]:
+    """A user message's tool_result block."""
+    return {"tool_use_id": use_id, "type": "tool_result", "content": content, "is_error": error}
+
+
+def transcript_lines(cwd: str) -> list[str]:
+    """A transcript of 14 tool calls (two in parallel, one line logged twice) ending in a torn line."""
+    turns: list[tuple[str, list[dict[str, Any]]]] = [
+        ("user", [{"type": "text", "text": "the tests fail after the refactor, fix app.py"}]),
+        ("assistant", [{"type": "thinking", "thinking": "look first", "signature": "sig"}]),
+        ("assistant", [tool_use("toolu_01", "Read", file_path=f"{cwd}/old.py")]),
+        ("user", [tool_result("toolu_01", [{"type": "text", "text": "     1\timport app"}])]),
+        ("assistant", [tool_use("toolu_02", "Bash", command="ls -la", description="List files")]),
+        ("user", [tool_result("toolu_02", "total 8\napp.py")]),
+        (
+            "assistant",
+            [
+                tool_use("toolu_03", "Glob", pattern="**/*.py", path=cwd),
+                tool_use("toolu_04", "Grep", pattern="def main", path="src"),
+            ],
+        ),
+        ("user", [tool_result("toolu_03", f"{cwd}/app.py"), tool_result("toolu_04", "src/main.py")]),
+        (
+            "assistant",
+            [{"type": "text", "text": "Reading app.py."}, tool_use("toolu_05", "Read", file_path=f"{cwd}/app.py")],
+        ),
+        ("user", [tool_result("toolu_05", "     1\tdef main(): ...")]),
+        ("assistant", [tool_use("toolu_06", "Edit", file_path=f"{cwd}/app.py", old_string="a", new_string="b")]),
+        ("user", [tool_result("toolu_06", f"The file {cwd}/app.py has been updated.")]),
+        ("assistant", [tool_use("toolu_07", "Bash", command="pytest -q tests/test_app.py", description="Run tests")]),
+        (
+            "user",
+            [tool_result("toolu_07", "Exit code 1\nFAILED tests/test_app.py::test_main\n1 failed in 0.03s", True)],
+        ),
+        ("assistant", [tool_use("toolu_08", "Edit", file_path=f"{cwd}/app.py", old_string="zz", new_string="b")]),
+        (
+            "user",
+            [tool_result("toolu_08", "<tool_use_error>String to replace not found in file.</tool_use_error>", True)],
+        ),
+        ("assistant", [tool_use("toolu_09", "Bash", command="FOO=1 PYTHONPATH=src ./scripts/check.sh --fast")]),
+        ("user", [tool_result("toolu_09", "all good")]),
+        ("assistant", [tool_use("toolu_10", "NotebookEdit", notebook_path=f"{cwd}/nb/report.ipynb", new_source="x")]),
+        ("user", [tool_result("toolu_10", "Updated cell")]),
+        ("assistant", [tool_use("toolu_11", "TodoWrite", todos=[{"content": "fix app.py", "status": "in_progress"}])]),
+        ("user", [tool_result("toolu_11", "Todos have been modified successfully.")]),
+        ("assistant", [tool_use("toolu_12", "Bash", command="git diff --stat")]),
+        ("user", [tool_result("toolu_12", " app.py | 2 +-")]),
+        ("assistant", [tool_use("toolu_13", "Write", file_path=f"{cwd}/tests/test_app.py", content="def test(): ...")]),
+        ("user", [tool_result("toolu_13", "File created successfully")]),
+        ("assistant", [tool_use("toolu_14", "Bash", command="pytest -q")]),
+        ("user", [tool_result("toolu_14", [{"type": "text", "text": "Exit code 2\nERROR: usage"}], True)]),
+    ]
+    lines = [
+        json.dumps({"type": "file-history-snapshot", "messageId": "m0", "snapshot": {}, "isSnapshotUpdate": False})
+    ]
+    lines += [json.dumps(record(kind, content, n)) for n, (kind, content) in enumerate(turns)]
+    lines.insert(12, lines[11])  # toolu_06 logged twice
+    torn = json.dumps(record("assistant", [tool_use("toolu_15", "Bash", command="rm -rf build")], 99))
+    return [*lines, torn[: len(torn) // 2]]
+
+
+def expected_calls(cwd: str) -> list[dict[str, Any]]:
+    """The last 12 calls of transcript_lines(cwd), as the hook sends them."""
+    return [
+        {"tool": "Glob", "files": [cwd]},
+        {"tool": "Grep", "files": ["src"]},
+        {"tool": "Read", "files": [f"{cwd}/app.py"]},
+        {"tool": "Edit", "files": [f"{cwd}/app.py"]},
+        {"tool": "pytest", "error": "exit1"},
+        {"tool": "Edit", "files": [f"{cwd}/app.py"], "error": "failed"},
+        {"tool": "check.sh"},
+        {"tool": "NotebookEdit", "files": [f"{cwd}/nb/report.ipynb"]},
+        {"tool": "TodoWrite"},
+        {"tool": "git"},
+        {"tool": "Write", "files": [f"{cwd}/tests/test_app.py"]},
+        {"tool": "pytest", "error": "exit2"},
+    ]
+
+
+def write_transcript(path: Path, lines: list[str]) -> Path:
+    """Write transcript lines the way Claude Code appends them; the last may be torn (no newline)."""
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def test_the_last_12_tool_calls_of_a_transcript() -> None:
+    assert tool_calls(transcript_lines("/home/me/shop")) == expected_calls("/home/me/shop")
+
+
+def test_calls_without_a_result_or_an_id_and_lines_that_are_not_messages() -> None:
+    lines = [
+        "",
+        "not json",
+        "[1, 2]",
+        '{"type": "user", "message": {"content": "just text"}}',
+        '{"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "", "input": {}}]}}',
+        '{"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Read", "input": {"path": 7}}]}}',
+        '{"type": "user", "message": {"content": [{"type": "tool_result", "is_error": true, "content": "x"}]}}',
+        '{"type": "assistant", "message": {"content": [{"type": "tool_use", "id": "a", "name": "Bash", "input": []}]}}',
+        '{"type": "assistant", "message": {"content": [{"type": "tool_use", "id": "b", "name": "Bash"}]}}',
+        '{"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "b", "is_error": "yes"}]}}',
+        "[" * 100_000,
+    ]
+    assert tool_calls(lines) == [{"tool": "Read"}, {"tool": "Bash"}, {"tool": "Bash"}]
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        ("pytest -q", "pytest"),
+        ("FOO=1 BAR='a b' ./scripts/check.sh --fast", "check.sh"),
+        ("/usr/bin/git status", "git"),
+        ("  python -m pytest", "python"),
+        ("echo 'unbalanced", "echo"),
+        ("cd src && make", "cd"),
+        ("A=1", None),
+        ("", None),
+    ],
+)
+def test_a_bash_call_counts_as_its_program(command: str, name: str | None) -> None:
+    assert program(command) == name
+
+
+@pytest.mark.parametrize(
+    ("content", "code"),
+    [
+        ("Exit code 1\nFAILED tests/test_app.py::test_main", "exit1"),
+        ([{"type": "text", "text": "Exit code 137\n[Request interrupted by user for tool use]"}], "exit137"),
+        ("Command timed out\nExit code 124", "exit124"),
+        ("grep said: Exit code 5 somewhere", "failed"),
+        ("<tool_use_error>File has not been read yet.</tool_use_error>", "failed"),
+        (None, "failed"),
+    ],
+)
+def test_a_failed_result_gives_an_error_code(content: Any, code: str) -> None:
+    assert error_code(content) == code
+
+
+def test_only_the_tail_of_a_huge_transcript_is_read(tmp_path: Path) -> None:
+    """A 1 GiB transcript (sparse): a call at its head would count if the head were read; none does."""
+    path = tmp_path / "huge.jsonl"
+    head = json.dumps(record("assistant", [tool_use("toolu_00", "Edit", file_path="/w/head.py")], 0)) + "\n"
+    padding = [{"type": "text", "text": "x" * TAIL_BYTES}, tool_use("toolu_cut", "Edit", file_path="/w/cut.py")]
+    straddling = json.dumps(record("assistant", padding, 1)) + "\n"
+    with path.open("wb") as out:
+        out.write(head.encode("utf-8"))
+        out.seek(1 << 30)
+        out.write(straddling.encode("utf-8"))
+        out.write("\n".join(transcript_lines("/w")[-9:]).encode("utf-8"))  # four calls and the torn line
+    lines = tail_lines(path)
+    assert sum(len(line) for line in lines) < TAIL_BYTES
+    assert tool_calls(lines) == expected_calls("/w")[-4:]
+    assert transcript_tools(path) == expected_calls("/w")[-4:]
+
+
+def test_a_missing_or_unreadable_transcript_gives_no_tools(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_bytes(b"\xff\xfe\x00" * 1000 + b"\n{\n")
+    for path in (tmp_path / "missing.jsonl", tmp_path, garbage):
+        assert transcript_tools(path) == []
+
+
+def recording_server(directory: Path, calls: list[dict[str, Any]], refuse: bool = False) -> SocketServer:
+    """A socket server that records inject params; with refuse, it takes no signal but cwd."""
+
+    def dispatch(method: str, params: dict[str, Any]) -> Any:
+        calls.append(params)
+        if refuse and params.get("signals", {}).keys() - {"cwd"}:
+            raise InvalidParams("invalid_params", "unknown signals")
+        return {"text": f"{FENCE_OPEN}\nserved\n</memory>\n", "bytes": 0, "parts": [], "skipped": None}
+
+    return SocketServer(directory / "braind.sock", dispatch)
+
+
+def test_the_hook_sends_the_transcripts_tool_calls_on_both_events(sock_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    cwd = str(tmp_path)
+    transcript = write_transcript(tmp_path / f"{SESSION}.jsonl", transcript_lines(cwd))
+    config = tmp_path / "braind.yaml"
+    config.write_text(f"socket: {sock_dir / 'braind.sock'}\n", encoding="utf-8")
+    calls: list[dict[str, Any]] = []
+    with recording_server(sock_dir, calls):
+        for name, event in (("UserPromptSubmit", prompt_event), ("SessionStart", start_event)):
+            done = hook(config, event(cwd=cwd, transcript_path=str(transcript)))
+            assert "served" in context_of(done, name)
+    prompt_call, start_call = calls
+    assert prompt_call["signals"] == {
+        "cwd": cwd,
+        "prompt": "Which port does the staging database use?",
+        "tools": expected_calls(cwd),
+    }
+    assert start_call["signals"] == {"cwd": cwd, "tools": expected_calls(cwd)} and "turn" not in start_call
+
+
+def test_a_daemon_refusing_the_tools_signal_is_asked_again_with_cwd_alone(sock_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    transcript = write_transcript(tmp_path / "t.jsonl", transcript_lines(str(tmp_path)))
+    config = tmp_path / "braind.yaml"
+    config.write_text(f"socket: {sock_dir / 'braind.sock'}\n", encoding="utf-8")
+    calls: list[dict[str, Any]] = []
+    with recording_server(sock_dir, calls, refuse=True):
+        done = hook(config, start_event(cwd=str(tmp_path), transcript_path=str(transcript)))
+        assert "served" in context_of(done, "SessionStart")
+    assert [c["signals"] for c in calls] == [
+        {"cwd": str(tmp_path), "tools": expected_calls(str(tmp_path))},
+        {"cwd": str(tmp_path)},
+    ]
+
+
+def test_an_unreadable_transcript_still_gets_the_block_without_tools(sock_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    config = tmp_path / "braind.yaml"
+    config.write_text(f"socket: {sock_dir / 'braind.sock'}\n", encoding="utf-8")
+    calls: list[dict[str, Any]] = []
+    with recording_server(sock_dir, calls):
+        done = hook(config, start_event(cwd=str(tmp_path), transcript_path=str(tmp_path)))
+        assert "served" in context_of(done, "SessionStart")
+    assert [c["signals"] for c in calls] == [{"cwd": str(tmp_path)}]
+
+
+def triggered_section(context: str) -> list[str]:
+    """The lines of the block's section of typed memories picked by the turn's activity."""
+    if "## Typed memories matched by this turn's activity\n" not in context:
+        return []
+    section = context.split("## Typed memories matched by this turn's activity\n", 1)[1]
+    return section.split("\n\n", 1)[0].splitlines()
+
+
+def test_an_edit_of_app_py_in_the_transcript_injects_its_typed_memory(
+    make_daemon: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """The real daemon: memories triggered by the transcript's calls are injected, one from a call cut off is not."""
+    daemon = make_daemon({"approval": {"mode": "open"}})
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    for text, kind, trigger in (
+        ("app.py is served by gunicorn, restart it after edits", "fact", "file:app.py"),
+        ("pytest exit 1 here means the db fixture is missing", "error", "err:exit1"),
+        ("old.py is dead code", "fact", "file:old.py"),
+    ):
+        daemon.call("memory.add", text=text, type=kind, triggers=[trigger])
+    transcript = write_transcript(tmp_path / f"{SESSION}.jsonl", transcript_lines(str(shop)))
+    event = prompt_event(cwd=str(shop), transcript_path=str(transcript))
+    assert triggered_section(context_of(hook(daemon.config_path, event), "UserPromptSubmit")) == [
+        "- [error] pytest exit 1 here means the db fixture is missing (matched err:exit1)",
+        "- [fact] app.py is served by gunicorn, restart it after edits (matched file:app.py)",
+    ]
+    without = prompt_event(session="s2", cwd=str(shop), transcript_path=str(tmp_path / "none.jsonl"))
+    assert triggered_section(context_of(hook(daemon.config_path, without), "UserPromptSubmit")) == []

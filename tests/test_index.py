@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from whoosh.query import And
 
 from braind import analysis
 from braind.entries import Entry
@@ -126,6 +127,24 @@ def test_index_and_python_matcher_agree(index: Index) -> None:
             continue
         expected = sorted(t for t in corpus if analysis.text_matches(t, query.split()))
         assert sorted(texts(index, query, limit=500)) == expected, query
+
+
+def test_scores_and_totals_agree_with_whoosh_over_segments_and_deletions(index: Index) -> None:
+    rng = random.Random(11)
+    words = ["deploy", "deployed", "kafka", "broker", "cafe", "乌龙茶", "饮料", "茶", "alpha", "alp"]
+    for day in range(1, 9):  # one commit per day, then a rewrite: several segments and deletions
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))) for _ in range(20)]
+        put(index, f"diary/2026-01-0{day}.md", *(entry(t, i, date=f"2026-01-0{day}") for i, t in enumerate(lines, 1)))
+        index.commit()
+    put(index, "diary/2026-01-03.md", entry("kafka broker rewritten", date="2026-01-03"))
+    index.commit()
+    searcher = index._searcher
+    for query in ["deploy", "kafka broker", "alp deploy", "乌龙 饮料", "茶 kafka", "饮料 alpha cafe"]:
+        clauses = [analysis.part_query(part) for part in analysis.query_parts(query)]
+        expected = searcher.search(And(clauses), limit=None)
+        hits, total = index.search(query, limit=500)
+        assert total == len(expected), query
+        assert sorted(round(h.score, 6) for h in hits) == sorted(round(r.score, 6) for r in expected), query
 
 
 # -- read-your-writes -------------------------------------------------------------

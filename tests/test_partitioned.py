@@ -92,6 +92,22 @@ def test_rebuild_replaces_everything_and_keeps_concurrent_writes(tmp_path: Path,
         ix.close()
 
 
+def test_a_month_handed_to_a_worker_still_gets_files_that_arrive_late(tmp_path: Path) -> None:
+    ix = PartitionedIndex(tmp_path / "s", "test", parallel_min_entries=0)
+    ix.open()
+    try:
+        rebuild = ix.rebuild()
+        dates = ["2026-10-30", "2026-11-01", "2026-10-31", "2026-11-02", "2026-09-01"]
+        for date in dates:
+            rebuild.add(*day_file(date, f"quince {date}"))
+        rebuild.finish()
+        hits, total = ix.search("quince", since=None)
+        assert total == 5 and sorted(h.entry.date for h in hits) == sorted(dates)
+        assert ix.stats()["entries"] == 5
+    finally:
+        ix.close()
+
+
 def test_reopen_keeps_data_and_a_bad_layout_is_moved_aside(tmp_path: Path) -> None:
     state = tmp_path / "s"
     ix = PartitionedIndex(state, "test")

@@ -1,0 +1,388 @@
+"""What the daemon remembers about entries, kept as plain text under `<root>/.braind/`.
+
+The Markdown files hold the entries; this holds what happened to them, so a
+copied root carries it and a rebuilt index recovers it. Every file is
+append-only, one JSON object per line, and read back in full at start:
+
+- ``state.log``: one change to one entry per line, ``{"at", "op", "fp", ...}``
+  with ``op`` one of ``tombstone`` (``why``: remove, edit, key, compact,
+  undo; ``by``: the entry that superseded it), ``revive``, ``pin``, ``unpin``,
+  ``weight`` (``value``), or ``undo`` (reverses the newest change of ``fp``
+  not yet undone). Written and fsynced before the request is answered.
+- ``uses.log``: ``{"at", "uses": {fp: n}}``, use counts (an entry returned
+  by recall or injected by a trigger is used once), and
+- ``turns.log``: ``{"at", "session", "turn", "triggers"}``, the trigger
+  strings of each injected turn, which workflow chains are built from; both
+  are written in batches within ``FLUSH_SECONDS`` and at shutdown (a crash
+  loses at most those seconds of counts, never an entry or a tombstone).
+- ``compact.log``: one line per compaction decision for people to read:
+  ``TIMESTAMP FP RULE ACTION DETAIL``.
+
+A line that cannot be read (a torn last line after a crash, a bad hand edit)
+is skipped with a warning; the rest still counts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import stat
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from braind.errors import BraindError, Rejected
+from braind.fsutil import append_line
+from braind.roots import Root
+from braind.validate import open_dir
+
+log = logging.getLogger("braind.state")
+
+STATE_DIR = ".braind"
+STATE_LOG = "state.log"
+USES_LOG = "uses.log"
+TURNS_LOG = "turns.log"
+COMPACT_LOG = "compact.log"
+TURNS_KEPT = 1000
+FLUSH_SECONDS = 2.0
+OPS = ("tombstone", "revive", "pin", "unpin", "weight", "undo")
+_MAX_LINE = 1 << 20
+
+
+def utc_now() -> str:
+    """A UTC timestamp to the second, as every state line carries."""
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class Mark:
+    """Everything known about one entry beyond its text: the fold of its changes, and its uses."""
+
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    uses: int = 0
+    last_used: str | None = None
+
+    @property
+    def tombstone(self) -> dict[str, Any] | None:
+        """The change that tombstoned the entry, or None while it is live."""
+        found = None
+        for change in self.changes:
+            if change["op"] == "tombstone":
+                found = change
+            elif change["op"] == "revive":
+                found = None
+        return found
+
+    @property
+    def pinned(self) -> bool:
+        """Pinned by the newest pin or unpin."""
+        flags = [c["op"] == "pin" for c in self.changes if c["op"] in ("pin", "unpin")]
+        return bool(flags and flags[-1])
+
+    @property
+    def weight(self) -> float:
+        """The newest weight set (by compaction), 1.0 otherwise."""
+        values = [float(c["value"]) for c in self.changes if c["op"] == "weight"]
+        return values[-1] if values else 1.0
+
+    @property
+    def status(self) -> str:
+        """live, pinned or tombstoned: a tombstone wins over a pin (undo brings the pin back)."""
+        return "tombstoned" if self.tombstone else "pinned" if self.pinned else "live"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The trigger strings of one injected turn."""
+
+    at: str
+    session: str
+    turn: int | None
+    triggers: tuple[str, ...]
+
+
+class RootState:
+    """The state files of one root, loaded into memory and appended to under a lock."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self.marks: dict[str, Mark] = {}
+        self.superseded: dict[str, str] = {}  # new fp -> the fp it superseded
+        self.turns: list[Turn] = []
+        self.version = 0
+        self._pending_uses: dict[str, int] = {}
+        self._pending_turns: list[dict[str, Any]] = []
+        self._lock = threading.RLock()
+        self._load()
+
+    # -- reading -------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Replay every state file of the root; a missing file is an empty history."""
+        for record in self._records(STATE_LOG):
+            self._apply(record)
+        for record in self._records(USES_LOG):
+            self._count(record.get("uses", {}), str(record.get("at", "")))
+        for record in self._records(TURNS_LOG):
+            self._remember(record)
+
+    def _records(self, name: str) -> Iterator[dict[str, Any]]:
+        """The JSON objects of one state file; unreadable lines are logged and skipped."""
+        path = self.root.path / STATE_DIR / name
+        try:
+            text = _read(self.root.path, name)
+        except FileNotFoundError:
+            return
+        except Rejected as exc:
+            if exc.reason != "not_found":
+                log.warning("cannot read %s: %s; its history is ignored until it can be read", path, exc.message)
+            return
+        except OSError as exc:
+            log.warning("cannot read %s: %s; its history is ignored until it can be read", path, exc)
+            return
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                log.warning("%s:%d: not a JSON object; line skipped", path, number)
+                continue
+            if isinstance(record, dict):
+                yield record
+            else:
+                log.warning("%s:%d: not a JSON object; line skipped", path, number)
+
+    def _apply(self, record: Mapping[str, Any]) -> None:
+        """Fold one state change into the entry's mark."""
+        op, fp = record.get("op"), record.get("fp")
+        if op not in OPS or not isinstance(fp, str) or not fp:
+            return
+        mark = self.marks.setdefault(fp, Mark())
+        if op == "undo":
+            if mark.changes:
+                mark.changes.pop()
+        else:
+            mark.changes.append(dict(record))
+        by = record.get("by")
+        if op == "tombstone" and isinstance(by, str) and record.get("why") == "edit":
+            self.superseded[by] = fp
+        self.version += 1
+
+    def _count(self, uses: Any, at: str) -> None:
+        """Add use counts to the marks."""
+        if not isinstance(uses, dict):
+            return
+        for fp, n in uses.items():
+            if isinstance(fp, str) and isinstance(n, int) and n > 0:
+                mark = self.marks.setdefault(fp, Mark())
+                mark.uses += n
+                mark.last_used = max(mark.last_used or "", at) or None
+
+    def _remember(self, record: Mapping[str, Any]) -> None:
+        """Keep one turn's triggers, the newest TURNS_KEPT only."""
+        triggers = record.get("triggers")
+        if not isinstance(triggers, list) or not all(isinstance(t, str) for t in triggers):
+            return
+        turn = record.get("turn")
+        self.turns.append(
+            Turn(
+                str(record.get("at", "")),
+                str(record.get("session", "")),
+                turn if isinstance(turn, int) else None,
+                tuple(triggers),
+            )
+        )
+        del self.turns[:-TURNS_KEPT]
+
+    # -- queries -------------------------------------------------------------------
+
+    def mark(self, fp: str) -> Mark:
+        """The mark of an entry (an empty one when nothing happened to it)."""
+        with self._lock:
+            mark = self.marks.get(fp)
+            return Mark([dict(c) for c in mark.changes], mark.uses, mark.last_used) if mark else Mark()
+
+    def status(self, fp: str) -> str:
+        """live, pinned or tombstoned."""
+        with self._lock:
+            mark = self.marks.get(fp)
+            return mark.status if mark else "live"
+
+    def marked(self) -> dict[str, str]:
+        """fp -> status of every entry whose status is not live."""
+        with self._lock:
+            return {fp: m.status for fp, m in self.marks.items() if m.status != "live"}
+
+    # -- writing -------------------------------------------------------------------
+
+    def record(self, changes: Sequence[Mapping[str, Any]]) -> None:
+        """Append changes to state.log in one durable write, then fold them in."""
+        if not changes:
+            return
+        at = utc_now()
+        lines = [{"at": at, **change} for change in changes]
+        with self._lock:
+            self._append(STATE_LOG, "\n".join(_dumps(line) for line in lines))
+            for line in lines:
+                self._apply(line)
+
+    def use(self, fps: Sequence[str]) -> None:
+        """Count uses in memory; flush() writes them out."""
+        with self._lock:
+            for fp in fps:
+                self._pending_uses[fp] = self._pending_uses.get(fp, 0) + 1
+
+    def flush(self) -> None:
+        """Write the counted uses and the remembered turns (one append each), folding the uses in."""
+        if not _is_directory(self.root.path):  # a root moved away or unmounted must not be recreated for counts
+            return
+        with self._lock:
+            turns, self._pending_turns = self._pending_turns, []
+            uses, self._pending_uses = self._pending_uses, {}
+            try:
+                if turns:
+                    self._append(TURNS_LOG, "\n".join(_dumps(t) for t in turns))
+                    turns = []
+                if uses:
+                    at = utc_now()
+                    self._append(USES_LOG, _dumps({"at": at, "uses": uses}))
+                    self._count(uses, at)
+                    uses = {}
+            except (OSError, BraindError) as exc:
+                log.warning("cannot write use counts and turns to %s: %s; will retry", self.root.path, exc)
+            finally:
+                self._pending_turns = turns + self._pending_turns
+                for fp, n in uses.items():
+                    self._pending_uses[fp] = self._pending_uses.get(fp, 0) + n
+
+    @property
+    def pending(self) -> bool:
+        """True while uses or turns wait to be written."""
+        return bool(self._pending_uses or self._pending_turns)
+
+    def turn(self, session: str, turn: int | None, triggers: Sequence[str]) -> None:
+        """Remember one injected turn's triggers now; flush() writes them out with the use counts."""
+        record = {"at": utc_now(), "session": session, "turn": turn, "triggers": list(triggers)}
+        with self._lock:
+            self._remember(record)
+            self._pending_turns.append(record)
+            self.version += 1
+
+    def compact_log(self, lines: Sequence[str]) -> None:
+        """Append human-readable decisions to compact.log."""
+        if lines:
+            with self._lock:
+                self._append(COMPACT_LOG, "\n".join(lines))
+
+    def _append(self, name: str, text: str) -> None:
+        """One durable append under <root>/.braind/ (created on first use); a missing root is never recreated."""
+        if not _is_directory(self.root.path):
+            raise BraindError("root_unavailable", f"memory root {self.root.path} is missing or not a directory")
+        dir_fd = open_dir(self.root.path, (STATE_DIR,), create=True)
+        try:
+            append_line(dir_fd, name, text)
+        finally:
+            os.close(dir_fd)
+
+
+def _is_directory(path: Path) -> bool:
+    """A real directory, not a symlink to one: only then may bookkeeping be written into a root."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+class States:
+    """The state of every root the daemon has seen, loaded on first use."""
+
+    def __init__(self, flush_seconds: float = FLUSH_SECONDS) -> None:
+        self._roots: dict[Path, RootState] = {}
+        self._lock = threading.Lock()
+        self._flush_seconds = flush_seconds
+        self._timer: threading.Timer | None = None
+
+    def of(self, root: Root) -> RootState:
+        """The state of one root."""
+        with self._lock:
+            state = self._roots.get(root.path)
+            if state is None:
+                state = self._roots[root.path] = RootState(root)
+            return state
+
+    def status_of(self, root_path: str, fp: str) -> str:
+        """An entry's status by its root's path (live when the root's state is not loaded)."""
+        with self._lock:
+            state = self._roots.get(Path(root_path))
+        return state.status(fp) if state else "live"
+
+    def all(self) -> list[RootState]:
+        """Every loaded root state."""
+        with self._lock:
+            return list(self._roots.values())
+
+    @property
+    def version(self) -> int:
+        """A counter that changes with any root's state, to invalidate cached blocks."""
+        return sum(state.version for state in self.all())
+
+    def use(self, root: Root, fps: Sequence[str]) -> None:
+        """Count uses; a flush follows within flush_seconds."""
+        if fps:
+            self.of(root).use(fps)
+            self._schedule()
+
+    def turn(self, root: Root, session: str, turn: int | None, triggers: Sequence[str]) -> None:
+        """Remember a turn's triggers; a flush follows within flush_seconds."""
+        self.of(root).turn(session, turn, triggers)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Start the flush timer unless one is waiting (no timer runs while idle)."""
+        with self._lock:
+            if self._timer is None:
+                self._timer = threading.Timer(self._flush_seconds, self._timed_flush)
+                self._timer.name = "braind-state-flush"
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _timed_flush(self) -> None:
+        """The timer's work: flush, then let the next use start a new timer."""
+        with self._lock:
+            self._timer = None
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every root's pending use counts."""
+        for state in self.all():
+            state.flush()
+
+    def close(self) -> None:
+        """Stop the timer and write what is pending."""
+        with self._lock:
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        self.flush()
+
+
+def _dumps(record: Mapping[str, Any]) -> str:
+    """One compact JSON line, non-ASCII kept readable."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def _read(root: Path, name: str) -> str:
+    """Read one state file without following links; oversized lines are cut by the JSON check."""
+    dir_fd = open_dir(root, (STATE_DIR,))
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read()
+    return "\n".join(line for line in data.decode("utf-8", errors="replace").split("\n") if len(line) <= _MAX_LINE)

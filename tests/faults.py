@@ -1,0 +1,101 @@
+"""The end check of every fault test: the index holds exactly what a clean rebuild from the files gives."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from braind.config import load_config
+from braind.daemon import _identity
+from braind.entries import Entry
+from braind.partitioned import PartitionedIndex
+from braind.roots import Root, project_root, user_root
+from braind.state import RootState
+from braind.sync import load_file, root_available, walk, with_status
+from tests.conftest import Daemon, wait_until
+
+EntryKey = tuple[Any, ...]
+
+
+def entry_key(entry: Entry) -> EntryKey:
+    """What must agree between the index and the files: identity, place, content and status."""
+    return (
+        entry.fp,
+        entry.path,
+        entry.line,
+        entry.date,
+        entry.time,
+        entry.text,
+        entry.type,
+        entry.key,
+        entry.triggers,
+        entry.status,
+    )
+
+
+def indexed_entries(state_dir: Path, identity: str) -> set[EntryKey]:
+    """Every entry in a (stopped daemon's) index; an index that had to start afresh counts as empty."""
+    index = PartitionedIndex(state_dir, identity)
+    fresh = index.open()
+    try:
+        if fresh:
+            return set()
+        return {entry_key(e) for path in index.file_records() for e in index.entries_for(path)}
+    finally:
+        index.close()
+
+
+def disk_entries(roots: Iterable[Root], files: Any) -> set[EntryKey]:
+    """Every entry a clean rebuild would index from the roots as they are on disk now."""
+    found: set[EntryKey] = set()
+    for root in roots:
+        if not root_available(root):
+            continue
+        state = RootState(root)
+        for rel in walk(root):
+            found |= {entry_key(e) for e in with_status(load_file(root, rel, files), state).entries}
+    return found
+
+
+def assert_index_matches_files(daemon: Daemon, projects: Iterable[str | Path] = ()) -> None:
+    """Stop the daemon (SIGTERM commits the index), then compare its index with a clean rebuild."""
+    assert daemon.stop() == 0, daemon.log_text()[-3000:]
+    config = load_config(str(daemon.config_path), env={"HOME": str(daemon.base)})
+    roots = [user_root(config.memory_root), *(project_root(p) for p in (*config.projects, *projects))]
+    indexed = indexed_entries(config.state_dir, _identity(config))
+    on_disk = disk_entries(roots, config.files)
+    missing, extra = on_disk - indexed, indexed - on_disk
+    assert not missing and not extra, (
+        f"index differs from a clean rebuild: {len(missing)} missing, e.g. {sorted(missing)[:3]}; "
+        f"{len(extra)} extra, e.g. {sorted(extra)[:3]}"
+    )
+
+
+class WrappedDaemon(Daemon):
+    """A daemon run through a wrapper command (unshare, setpriv) and with extra environment (NOTIFY_SOCKET)."""
+
+    def __init__(
+        self,
+        base: Path,
+        overrides: dict[str, Any] | None = None,
+        wrapper: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(base, overrides)
+        self.wrapper = list(wrapper)
+        self.env = dict(env or {})
+
+    def start(self, wait: bool = True) -> None:
+        """Run `wrapper... python -m braind serve` and wait until status says ready."""
+        self.write_config()
+        env = {**os.environ, "BRAIND_LOG_LEVEL": "DEBUG"}
+        env.pop("NOTIFY_SOCKET", None)
+        argv = [*self.wrapper, sys.executable, "-m", "braind", "serve", "--config", str(self.config_path)]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env={**env, **self.env})
+        if wait:
+            wait_until(self.ready, 60, f"daemon ready (log: {self.log_text()[-2000:]})")
