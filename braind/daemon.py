@@ -74,7 +74,8 @@ class Daemon:
         if fresh:
             self._initial_build()
         sdnotify.notify("STATUS=reconciling (stat diff)")
-        report = self.memory.reconcile(verify=True)  # offline edits may have kept both size and mtime
+        # Offline edits may have kept both size and mtime: compare hashes, unless every file was just read.
+        report = self.memory.reconcile(verify=not fresh)
         self.index.commit()
         self.state = "ready"
         log.info("ready: %s", report.as_dict())

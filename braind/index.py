@@ -671,13 +671,24 @@ class Index:
             with self._lock:
                 overlay = self._overlay()
             fresh = [e for e in _overlay_entries(overlay) if _field_matches(e, field, values, prefix)]
-            kind = Prefix if prefix else Term
-            query = Or([kind(field, value) for value in values])
             overlaid = [path for path in overlay if path in self._records]
             replaced = {n for path in overlaid for n in self._searcher.document_numbers(path=path)}
-            docs = [n for n in self._searcher.docs_for_query(query) if n not in replaced]
-            committed = [_entry(self._searcher.stored_fields(n)) for n in docs]
+            selected = self._selected(field, tuple(values), prefix)
+            committed = [entry for n, entry in selected if n not in replaced]
         return fresh + committed
+
+    def _selected(self, field: str, values: tuple[str, ...], prefix: bool) -> list[tuple[int, Entry]]:
+        """Committed documents and entries of a select(), cached per searcher: typed memory asks often."""
+        view = self._view_now()
+        key = (field, values, prefix)
+        found = view.selected.get(key)
+        if found is None:
+            if len(view.selected) >= _CACHE_SIZE:
+                view.selected.clear()
+            kind = Prefix if prefix else Term
+            docs = self._searcher.docs_for_query(Or([kind(field, value) for value in values]))
+            found = view.selected[key] = [(n, _entry(view.stored(n))) for n in docs]
+        return found
 
     def stats(self) -> dict[str, Any]:
         """Counts and state for `status`: entries and files include queued changes."""

@@ -60,6 +60,7 @@ class SearcherView:
         self._lengths: array[int] | None = None
         self._stamps: array[int] | None = None
         self._deleted: set[int] | None = None
+        self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
 
     def part_scores(self, part: analysis.Part) -> Scores:
         """Every live document holding the part, with its score; cached while the searcher lives."""
