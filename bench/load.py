@@ -26,14 +26,14 @@ from braind.client import Client
 
 START_TIMEOUT_S = 120.0
 Query = tuple[str, ...]
-Result = tuple[list[float], float, str]  # latencies (ms), seconds, error traceback or ""
+Result = tuple[list[float], float, str, str]  # latencies (ms), seconds, error traceback or "", kind
 
 
 @dataclass(frozen=True)
 class LoadSpec:
     """What every client process runs: braind recalls or baseline scans, for how long."""
 
-    kind: str  # "braind" or "scan"
+    kind: str  # "braind" (recall), "scan", "note" (a writer) or "inject"
     socket: str
     root: str
     today: str
@@ -48,29 +48,50 @@ def _braind_runner(spec: LoadSpec) -> Callable[[Query], Any]:
     return lambda words: client.call("brain_recall", query=" ".join(words))
 
 
+def _note_runner(spec: LoadSpec) -> Callable[[Query], Any]:
+    """A writer: one brain_note per query, as an agent saving what it learned."""
+    client = Client(Path(spec.socket), timeout=60)
+    return lambda words: client.call("brain_note", text="under load " + " ".join(words))
+
+
+def _inject_runner(spec: LoadSpec) -> Callable[[Query], Any]:
+    """A steady session asking for its block every turn while others write."""
+    client = Client(Path(spec.socket), timeout=60)
+    return lambda words: client.call("inject", session="bench-under-load")
+
+
 def _scan_runner(spec: LoadSpec) -> Callable[[Query], Any]:
     """The diary plugin's linear scan of the same window."""
     root, today = Path(spec.root), dt.date.fromisoformat(spec.today)
     return lambda words: baselines.scan(root, words, spec.days, today)
 
 
+RUNNERS: dict[str, Callable[[LoadSpec], Callable[[Query], Any]]] = {
+    "braind": _braind_runner,
+    "scan": _scan_runner,
+    "note": _note_runner,
+    "inject": _inject_runner,
+}
+
+
 class LoadFailed(RuntimeError):
     """A client process failed."""
 
 
-def worker(spec: LoadSpec, offset: int, barrier: Barrier, results: Queue[Result]) -> None:
+def worker(spec: LoadSpec, offset: int, barrier: Barrier, results: Queue[Result], kind: str = "") -> None:
     """Run one client; a failure breaks the barrier and is reported instead of hanging the others."""
     try:
-        results.put(_client(spec, offset, barrier))
+        latencies, seconds, error = _client(spec, offset, barrier)
+        results.put((latencies, seconds, error, kind or spec.kind))
     except BaseException:
         barrier.abort()
-        results.put(([], 0.0, traceback.format_exc()))
+        results.put(([], 0.0, traceback.format_exc(), kind or spec.kind))
         raise
 
 
-def _client(spec: LoadSpec, offset: int, barrier: Barrier) -> Result:
+def _client(spec: LoadSpec, offset: int, barrier: Barrier) -> tuple[list[float], float, str]:
     """Warm up, wait for every client, then recall in a loop until the time is up."""
-    run = _braind_runner(spec) if spec.kind == "braind" else _scan_runner(spec)
+    run = RUNNERS[spec.kind](spec)
     run(spec.queries[offset % len(spec.queries)])
     barrier.wait(START_TIMEOUT_S)
     latencies: list[float] = []
@@ -86,23 +107,41 @@ def _client(spec: LoadSpec, offset: int, barrier: Barrier) -> Result:
 
 def run(spec: LoadSpec, clients: int) -> dict[str, float]:
     """Run `clients` processes at once; recalls per second in total and the latency distribution."""
+    return run_mixed([(spec, clients)])[spec.kind]
+
+
+def run_mixed(groups: list[tuple[LoadSpec, int]]) -> dict[str, dict[str, float]]:
+    """Run every group's processes at once; per kind, calls per second in total and the latency distribution."""
     ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(clients + 1)
+    total = sum(clients for _, clients in groups)
+    barrier = ctx.Barrier(total + 1)
     results: Queue[Result] = ctx.Queue()
-    offsets = [i * len(spec.queries) // clients for i in range(clients)]  # each client starts elsewhere
-    procs = [ctx.Process(target=worker, args=(spec, offset, barrier, results)) for offset in offsets]
-    for proc in procs:
+    procs: list[tuple[str, Any]] = []
+    for spec, clients in groups:
+        for i in range(clients):
+            offset = i * len(spec.queries) // clients  # each client starts elsewhere
+            procs.append((spec.kind, ctx.Process(target=worker, args=(spec, offset, barrier, results, spec.kind))))
+    for _, proc in procs:
         proc.start()
     try:
         with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait(START_TIMEOUT_S)
-        out = [results.get(timeout=spec.seconds + START_TIMEOUT_S) for _ in procs]
+        seconds = max(spec.seconds for spec, _ in groups)
+        out = [results.get(timeout=seconds + START_TIMEOUT_S) for _ in procs]
     finally:
-        for proc in procs:
+        for _, proc in procs:
             proc.join(START_TIMEOUT_S)
-    errors = [error for _, _, error in out if error]
+    errors = [error for _, _, error, _ in out if error]
     if errors:
-        raise LoadFailed(f"{len(errors)} of {clients} {spec.kind} clients failed:\n{errors[0]}")
-    latencies = [ms for samples, _, _ in out for ms in samples]
-    elapsed = max(seconds for _, seconds, _ in out)
-    return {"clients": float(clients), "per_s": len(latencies) / elapsed, **summarize(latencies).as_dict()}
+        raise LoadFailed(f"{len(errors)} of {total} clients failed:\n{errors[0]}")
+    found: dict[str, dict[str, float]] = {}
+    for spec, clients in groups:
+        mine = [(samples, secs) for samples, secs, _, kind in out if kind == spec.kind]
+        latencies = [ms for samples, _ in mine for ms in samples]
+        elapsed = max(secs for _, secs in mine)
+        found[spec.kind] = {
+            "clients": float(clients),
+            "per_s": len(latencies) / elapsed,
+            **summarize(latencies).as_dict(),
+        }
+    return found

@@ -181,6 +181,33 @@ def throughput_rows(r: dict[str, Any]) -> Iterator[Row]:
         )
 
 
+def under_writes_rows(r: dict[str, Any]) -> Iterator[Row]:
+    """Recall and inject latency while writers note as fast as they can: they must keep answering."""
+    found = r.get("under_writes")
+    if not found:
+        return
+    writers = found["note"]
+    load_text = f"{writers['clients']:.0f} writer processes, {fmt_n(writers['per_s'])} notes/s"
+    for kind, figure in (("braind", "recall, 30-day window"), ("inject", "`inject`, steady session")):
+        ours = found[kind]
+        yield _plain(
+            f"under_writes_{kind}",
+            f"{figure}, under write load ({load_text})",
+            _pick(ours, "per_s", "p50", "p99"),
+            f"{fmt_n(ours['per_s'])}/s · {latency(ours)}",
+            "—",
+            None,
+        )
+    yield _plain(
+        "under_writes_note",
+        "`brain_note` reply under that load (its writers)",
+        _pick(writers, "per_s", "p50", "p99"),
+        f"{fmt_n(writers['per_s'])}/s · {latency(writers)}",
+        "—",
+        None,
+    )
+
+
 def _plain(key: str, figure: str, ours: Stats, text: str, target: str, met: bool | None) -> Row:
     """A row with no baseline."""
     return Row(key, figure, ours, text, None, "—", None, "—", target, met)
@@ -268,6 +295,7 @@ SECTIONS: tuple[Callable[[dict[str, Any]], Iterator[Row]], ...] = (
     build_rows,
     recall_rows,
     throughput_rows,
+    under_writes_rows,
     note_rows,
     editor_rows,
     inject_rows,

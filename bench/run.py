@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from braind.client import Client
 
 WINDOWS = (30, 365)
 DEFAULT_WINDOW = 30
+WRITERS = 4  # note writers beside one recalling and one injecting client
 Query = tuple[str, ...]
 
 
@@ -166,6 +167,7 @@ class SizeRun:
         index["reindexed"] = measure.index_state(client, daemon.state)
         self._recall(client)
         self._throughput(daemon)
+        self._under_writes(daemon)
         self._writes(client, root)
         index["written"] = measure.index_state(client, daemon.state)
         self.results["index"] = index
@@ -220,6 +222,23 @@ class SizeRun:
                 for clients in (1, 8):
                     found[f"{kind}_{clients}"] = load.run(spec, clients)
         self.results["throughput"] = found
+
+    def _under_writes(self, daemon: BenchDaemon) -> None:
+        """Recall and inject, one client each, while WRITERS processes write notes as fast as they can."""
+        rounds = itertools.zip_longest(*(c.queries for c in self.classes))
+        qs = tuple(q for mixed in rounds for q in mixed if q is not None)
+        base = load.LoadSpec(
+            "braind",
+            str(daemon.socket),
+            str(self.corpus.root),
+            self.today.isoformat(),
+            DEFAULT_WINDOW,
+            qs,
+            self.plan.load_seconds,
+        )
+        groups = [(replace(base, kind="note"), WRITERS), (base, 1), (replace(base, kind="inject"), 1)]
+        with self.phase(f"recall and inject under {WRITERS} writers", "under_writes"):
+            self.results["under_writes"] = load.run_mixed(groups)
 
     def _writes(self, client: Client, root: Path) -> None:
         """brain_note, editor appends and inject."""
