@@ -12,7 +12,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -203,40 +203,26 @@ class SizeRun:
             "fts5": None if "chinese" in cls.key else fts_latency(self.fts, cls.queries, since),
         }
 
+    def _load_spec(self, kind: str, daemon: BenchDaemon) -> load.LoadSpec:
+        """What load clients of one kind run: the classes' queries interleaved, the default window."""
+        rounds = itertools.zip_longest(*(c.queries for c in self.classes))
+        qs = tuple(q for mixed in rounds for q in mixed if q is not None)
+        root, today = str(self.corpus.root), self.today.isoformat()
+        return load.LoadSpec(kind, str(daemon.socket), root, today, DEFAULT_WINDOW, qs, self.plan.load_seconds)
+
     def _throughput(self, daemon: BenchDaemon) -> None:
         """1 and 8 client processes recalling the default window, braind and the scan."""
-        rounds = itertools.zip_longest(*(c.queries for c in self.classes))
-        qs = tuple(q for mixed in rounds for q in mixed if q is not None)  # the classes interleaved
         found: dict[str, Any] = {}
         with self.phase("throughput", "throughput"):
             for kind in ("braind", "scan"):
-                spec = load.LoadSpec(
-                    kind,
-                    str(daemon.socket),
-                    str(self.corpus.root),
-                    self.today.isoformat(),
-                    DEFAULT_WINDOW,
-                    qs,
-                    self.plan.load_seconds,
-                )
+                spec = self._load_spec(kind, daemon)
                 for clients in (1, 8):
                     found[f"{kind}_{clients}"] = load.run(spec, clients)
         self.results["throughput"] = found
 
     def _under_writes(self, daemon: BenchDaemon) -> None:
         """Recall and inject, one client each, while WRITERS processes write notes as fast as they can."""
-        rounds = itertools.zip_longest(*(c.queries for c in self.classes))
-        qs = tuple(q for mixed in rounds for q in mixed if q is not None)
-        base = load.LoadSpec(
-            "braind",
-            str(daemon.socket),
-            str(self.corpus.root),
-            self.today.isoformat(),
-            DEFAULT_WINDOW,
-            qs,
-            self.plan.load_seconds,
-        )
-        groups = [(replace(base, kind="note"), WRITERS), (base, 1), (replace(base, kind="inject"), 1)]
+        groups = [(self._load_spec(kind, daemon), n) for kind, n in (("note", WRITERS), ("braind", 1), ("inject", 1))]
         with self.phase(f"recall and inject under {WRITERS} writers", "under_writes"):
             self.results["under_writes"] = load.run_mixed(groups)
 
