@@ -543,6 +543,12 @@ class Index:
                     records[path] = change.record
         return records
 
+    def record(self, path: str) -> FileRecord | None:
+        """One file's record, including queued changes (None when not indexed)."""
+        with self._lock:
+            change = self._pending.get(path) or self._committing.get(path)
+            return change.record if change is not None else self._records.get(path)
+
     def roots(self) -> set[str]:
         """The roots of every file in this index, queued changes included."""
         with self._lock:

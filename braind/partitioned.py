@@ -313,6 +313,11 @@ class PartitionedIndex:
             records.update(part.file_records())
         return records
 
+    def record(self, path: str) -> FileRecord | None:
+        """One file's record from its partition, including queued changes."""
+        part = self._part(partition_key(path), create=False)
+        return part.record(path) if part is not None else None
+
     def entries_for(self, path: str) -> list[Entry]:
         """The current entries of one file, by line."""
         part = self._part(partition_key(path), create=False)

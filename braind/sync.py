@@ -169,7 +169,7 @@ class Syncer:
         exactly what the index holds (else the whole file is re-read), so a busy day costs no more per note."""
         with self.lock:
             path = str(root.path / rel)
-            before = self.index.file_records().get(path)
+            before = self.index.record(path)
             date = diary_date(rel.name)
             try:
                 data = read_file(root.path, rel, self.files.max_file_bytes)
@@ -218,7 +218,7 @@ class Syncer:
         """Sync a memory file; forget what lies below a linked directory, reporting the link."""
         if is_memory_file(rel, root):
             path = str(root.path / rel)
-            if not _same_stat(path, self.index.file_records().get(path)):
+            if not _same_stat(path, self.index.record(path)):
                 self.sync_file(root, rel)  # the daemon's own appends are already indexed: same size and mtime
             return
         self._forget(str(root.path / rel))

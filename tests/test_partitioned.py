@@ -71,6 +71,18 @@ def test_remove_and_entries_for_route_to_the_right_partition(index: PartitionedI
     index.remove_file("/r/diary/1999-01-01.md")  # no such partition: nothing to do
 
 
+def test_one_record_agrees_with_all_records_queued_committed_and_removed(index: PartitionedIndex) -> None:
+    """record(path) is the single-path form of file_records(), overlay included."""
+    record, entries = day_file("2026-11-02", "one")
+    assert index.record(record.path) is None and index.record("/r/diary/1999-01-01.md") is None
+    index.replace_file(record, entries)
+    assert index.record(record.path) == record == index.file_records()[record.path]
+    index.commit()
+    assert index.record(record.path) == record
+    index.remove_file(record.path)
+    assert index.record(record.path) is None and record.path not in index.file_records()
+
+
 @pytest.mark.parametrize("parallel", [False, True])
 def test_rebuild_replaces_everything_and_keeps_concurrent_writes(tmp_path: Path, parallel: bool) -> None:
     ix = PartitionedIndex(tmp_path / "s", "test", commit_ms=20, parallel_min_entries=0 if parallel else 10**9)
