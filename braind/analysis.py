@@ -124,15 +124,36 @@ class Counts(Frequency):
 
     def word_values(self, value: str, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
         """(term, frequency, weight, no value) for each distinct term of a text."""
-        counts: dict[str, int] = {}
-        for token in analyzer(value, **kwargs):
-            counts[token.text] = counts.get(token.text, 0) + 1
+        counts = term_counts(value) if type(analyzer) is CJKTokenizer else _token_counts(value, analyzer, **kwargs)
         boost = self.field_boost
         return ((text, count, count * boost, b"") for text, count in counts.items())
 
     def decode_frequency(self, valuestring: bytes) -> int:
         """Unused: frequencies are read as weights."""
         return 1
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """The terms CJKTokenizer makes of a text, with their counts, without its Token objects (indexing's hot loop)."""
+    counts: dict[str, int] = {}
+    get = counts.get
+    for run, word in _WORD.findall(text):
+        if run:
+            for i in range(len(run) - 1):
+                pair = run[i : i + 2]
+                counts[pair] = get(pair, 0) + 1
+            counts[run[-1]] = get(run[-1], 0) + 1
+        elif folded := fold(word):
+            counts[folded] = get(folded, 0) + 1
+    return counts
+
+
+def _token_counts(value: str, analyzer: Any, **kwargs: Any) -> dict[str, int]:
+    """The counts of the terms another analyzer makes."""
+    counts: dict[str, int] = {}
+    for token in analyzer(value, **kwargs):
+        counts[token.text] = counts.get(token.text, 0) + 1
+    return counts
 
 
 class WordPrefix(Prefix):
@@ -225,14 +246,14 @@ def text_matches(text: str, words: Sequence[str]) -> bool:
 
 def first_match(text: str, parts: Sequence[Part]) -> int:
     """The character offset of the earliest place where any part matches, or 0."""
+    prefixes = tuple(part for cjk, part in parts if not cjk)
+    runs = [part for cjk, part in parts if cjk]
     for match in _WORD.finditer(text):
         if match.lastindex == 2:
-            folded = fold(match.group())
-            if any(not cjk and folded.startswith(part) for cjk, part in parts):
+            if prefixes and fold(match.group()).startswith(prefixes):
                 return match.start()
             continue
-        found = [match.group().find(part) for cjk, part in parts if cjk]
-        hits = [offset for offset in found if offset >= 0]
+        hits = [offset for offset in (match.group().find(run) for run in runs) if offset >= 0]
         if hits:
             return match.start() + min(hits)
     return 0

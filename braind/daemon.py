@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import signal
@@ -77,6 +78,7 @@ class Daemon:
         # Offline edits may have kept both size and mtime: compare hashes, unless every file was just read.
         report = self.memory.reconcile(verify=not fresh)
         self.index.commit()
+        _settle_memory()
         self.state = "ready"
         log.info("ready: %s", report.as_dict())
         sdnotify.notify("READY=1", self._status_line())
@@ -218,6 +220,12 @@ class Daemon:
 def _one_line(text: str) -> str:
     """A notification line may not hold a newline; a root's path might."""
     return text.replace("\n", "\\n")
+
+
+def _settle_memory() -> None:
+    """What start-up built lives as long as the daemon: frozen, no full collection walks it again."""
+    gc.collect()
+    gc.freeze()
 
 
 def _identity(config: Config) -> str:

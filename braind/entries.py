@@ -78,8 +78,12 @@ class Entry:
     @property
     def fp(self) -> str:
         """A stable short fingerprint: same place in the root and content, same fp, wherever the root is."""
-        rel = self.path[len(self.root) + 1 :] if self.path.startswith(self.root + "/") else self.path
-        return fingerprint(self.realm, rel, self.date, self.time, self.text, self.occurrence)
+        found: str | None = self.__dict__.get("_fp")
+        if found is None:  # computed once (functools.cached_property would serialise every thread on one lock)
+            rel = self.path[len(self.root) + 1 :] if self.path.startswith(self.root + "/") else self.path
+            found = fingerprint(self.realm, rel, self.date, self.time, self.text, self.occurrence)
+            object.__setattr__(self, "_fp", found)
+        return found
 
 
 def fingerprint(realm: str, path: str, date: str, time: str, text: str, occurrence: int) -> str:

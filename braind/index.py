@@ -1,11 +1,12 @@
 """The full-text index: a rebuildable cache of every entry, behind one small interface.
 
-Nothing else in braind imports Whoosh. Changes are queued and committed by a
-background thread; until a change is committed (and while it is being
-committed) it lives in an in-memory overlay that search() and file_records()
-consult first, so a write is visible to the next read. Committed documents of
-overlaid files are masked out of Whoosh results, so an entry is never seen
-twice or stale.
+Nothing else in braind imports Whoosh but its helpers (analysis, postings,
+writer). Changes are queued and committed by a background thread; until a
+change is committed (and while it is being committed) it lives in an in-memory
+overlay that search() and file_records() consult first, so a write is visible
+to the next read. Committed documents of overlaid files are masked out of
+Whoosh results, so an entry is never seen twice or stale. A commit writes only
+the entries that changed: appending a line to a busy day costs one document.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
-from whoosh.codec.whoosh3 import W3Codec
 from whoosh.columns import NumericColumn
 from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
@@ -33,8 +34,9 @@ from whoosh.query import And, Every, Not, NullQuery, Or, Prefix, Query, Term, Te
 from braind import analysis, manifest, postings
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
+from braind.writer import open_writer
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 log = logging.getLogger("braind.index")
 
@@ -44,13 +46,15 @@ _OLD = "index.old-"
 _NEW = "index.new-"
 _TRASH = "index.trash-"
 _KEEP_OLD = 2
-_WRITER_MB = 256
 _LOCK_TIMEOUT = 10.0
 _MAX_BACKOFF = 64
 _CACHE_SIZE = 64
+_TIE = 1e-6  # scores this close to the cut may round to equal it
 _FILE = "file"
 _TOMBSTONED = "tombstoned"
 _LIVE = "live"
+_FP_HEAD = 3  # characters of fp indexed: a few thousand terms, not one per entry
+_KNOWN_FILES = 16  # files whose committed entries are remembered: their next change is diffed without reading them
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class Hit:
     snippet: str
 
 
+# The committed entries of recently written files, by path.
+Known = dict[str, tuple[Entry, ...]]
+
 # A match to load: rounded score, yyyymmddHHMM stamp, and an uncommitted entry or a committed document number.
 Candidate = tuple[float, int, "Entry | int"]
 
@@ -93,17 +100,6 @@ class Text(TEXT):
         self.format = analysis.Counts()
 
 
-class Codec(W3Codec):
-    """Whoosh's codec without per-block length statistics, which only speed up its own top-N search."""
-
-    length_stats = False
-
-
-def open_writer(ix: Any, **kwargs: Any) -> Any:
-    """An index writer with braind's codec and buffer."""
-    return ix.writer(limitmb=_WRITER_MB, codec=Codec(), **kwargs)
-
-
 def make_schema() -> Schema:
     """One document per entry, plus one per file so that entries and records commit together.
 
@@ -119,7 +115,7 @@ def make_schema() -> Schema:
         stamp=COLUMN(NumericColumn("q")),
         text=Text(),
         triggers=KEYWORD(stored=True),
-        fp=ID,  # looked up by prefix; stored fields derive it
+        fp_head=ID,  # fp's first characters; select() checks the whole fp, which stored fields derive
         key=ID(stored=True),
         realm=STORED,
         kind=STORED,
@@ -152,7 +148,7 @@ def _entry_doc(path: str, entry: Entry) -> dict[str, Any]:
         "stamp": _stamp(entry),
         "text": entry.text,
         "triggers": " ".join(entry.triggers),
-        "fp": entry.fp,
+        "fp_head": entry.fp[:_FP_HEAD],
         "realm": entry.realm,
         "kind": entry.kind,
         "key": entry.key,
@@ -203,30 +199,95 @@ def _record(stored: dict[str, Any]) -> FileRecord:
     return FileRecord(stored["root"], stored["path"], stored["size"], stored["mtime_ns"], stored["sha256"])
 
 
-def _write_batch(ix: Any, batch: dict[str, _Change]) -> None:
-    """Apply file changes to an index in one commit."""
+def _write_batch(ix: Any, batch: dict[str, _Change], known: Known | None = None) -> None:
+    """Apply file changes to an index in one commit; `known` holds the committed entries of recently written files."""
+    known = {} if known is None else known
+    old = {path: known.pop(path, None) for path in batch}  # unknown until this commit succeeds
     writer = open_writer(ix, timeout=_LOCK_TIMEOUT)
     try:
-        _delete_files(writer, list(batch))
-        for change in batch.values():
-            if change.record is not None:
-                add_file(writer, change.record, change.entries)
+        searcher = writer.searcher()  # the writer's own: closed with it
+        for path, change in batch.items():
+            _apply_change(writer, searcher, path, change, old[path])
     except BaseException:
         writer.cancel()
         raise
     writer.commit()
+    _remember(known, batch)
 
 
-def _delete_files(writer: Any, paths: Sequence[str]) -> None:
-    """Delete the documents of files, sharing one searcher (Whoosh opens one per call otherwise)."""
-    if not paths:
+def _remember(known: Known, batch: dict[str, _Change]) -> None:
+    """Remember the entries just committed for the files of a batch, forgetting the least recently written."""
+    known.update((path, change.entries) for path, change in batch.items() if change.record is not None)
+    while len(known) > _KNOWN_FILES:
+        del known[next(iter(known))]
+
+
+def _apply_change(writer: Any, searcher: Any, path: str, change: _Change, old: tuple[Entry, ...] | None) -> None:
+    """Make a file's documents match a change, adding and deleting only the entries that differ.
+
+    An appended line costs one entry document and the file's record document, not the whole file again.
+    """
+    if change.record is None:
+        writer.delete_by_term("path", path, searcher=searcher)
         return
-    searcher = writer.searcher()
-    try:
-        for path in paths:
-            writer.delete_by_term("path", path, searcher=searcher)
-    finally:
-        searcher.close()
+    found = None if old is None else _known_diff(searcher, path, old, change.entries)
+    added, stale = found or _read_diff(searcher, path, change.entries)
+    writer.add_document(**_file_doc(change.record, len(change.entries)))
+    for entry in added:
+        writer.add_document(**_entry_doc(path, entry))
+    for docnum in stale:
+        writer.delete_document(docnum)
+
+
+def _known_diff(
+    searcher: Any, path: str, old: Sequence[Entry], new: Sequence[Entry]
+) -> tuple[list[Entry], list[int]] | None:
+    """Entries to add and documents to delete, reading only the gone entries' documents (by fingerprint head).
+
+    None when one of them is missing: the index does not hold what was remembered, so every document is read.
+    """
+    added, gone = _diff(old, new)
+    stale = list(searcher.docs_for_query(And([Term("path", path), Term("record", _FILE)])))
+    if gone:
+        heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:_FP_HEAD] for entry in gone})])
+        for docnum in searcher.docs_for_query(And([Term("path", path), heads])):
+            entry = _entry(searcher.stored_fields(docnum))
+            if gone[entry] > 0:
+                gone[entry] -= 1
+                stale.append(docnum)
+    return None if +gone else (added, stale)
+
+
+def _read_diff(searcher: Any, path: str, new: Sequence[Entry]) -> tuple[list[Entry], list[int]]:
+    """Entries to add and documents to delete, reading every committed document of the file."""
+    records, committed = _committed_docs(searcher, path)
+    added, gone = _diff([entry for entry, docs in committed.items() for _ in docs], new)
+    return added, records + [committed[entry].pop() for entry in gone.elements()]
+
+
+def _diff(old: Sequence[Entry], new: Sequence[Entry]) -> tuple[list[Entry], Counter[Entry]]:
+    """The new entries not among the old ones, and the old ones no longer there (each as often as it occurs)."""
+    gone = Counter(old)
+    added = []
+    for entry in new:
+        if gone[entry] > 0:
+            gone[entry] -= 1
+        else:
+            added.append(entry)
+    return added, +gone
+
+
+def _committed_docs(searcher: Any, path: str) -> tuple[list[int], dict[Entry, list[int]]]:
+    """A file's committed record documents, and its entry documents by entry."""
+    records: list[int] = []
+    entries: dict[Entry, list[int]] = {}
+    for docnum in searcher.document_numbers(path=path):
+        stored = searcher.stored_fields(docnum)
+        if stored.get("kind") == _FILE:
+            records.append(docnum)
+        else:
+            entries.setdefault(_entry(stored), []).append(docnum)
+    return records, entries
 
 
 def add_file(writer: Any, record: FileRecord, entries: Sequence[Entry]) -> None:
@@ -285,12 +346,14 @@ class Index:
         self._counts: dict[str, int] = {}
         self._pending: dict[str, _Change] = {}
         self._committing: dict[str, _Change] = {}
+        self._known: tuple[Any, Known] = (None, {})  # the open Whoosh index, and what commits wrote to it
         self._rebuild: Rebuild | None = None
         self._cache: dict[object, set[int]] = {}
         self._view: postings.SearcherView | None = None
-        self._segments: dict[Any, Any] = {}  # per-segment arrays that outlive searchers
+        self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._mask: set[int] = set()
         self._mask_version = -1
+        self._roots: tuple[int, frozenset[str]] = (-1, frozenset())
         self._version = 0
         self._generation = 0
         self._lock = threading.Lock()  # the overlay and the committed records
@@ -453,11 +516,22 @@ class Index:
             if not batch:
                 return
             try:
-                _write_batch(self._ix, batch)
+                _write_batch(self._ix, batch, self._known_entries())
                 self._publish(batch)
             except BaseException:
-                self._restore_batch(batch)  # re-applying a batch is harmless: files are replaced whole
+                self._restore_batch(batch)  # re-applying a batch is harmless: it is diffed against what is committed
                 raise
+
+    def _known_entries(self) -> Known:
+        """The entries recent commits wrote, for the Whoosh index open now: a reopened or swapped one starts unknown."""
+        if self._known[0] is not self._ix:
+            self._known = (self._ix, {})
+        return self._known[1]
+
+    def _remembered(self, path: str) -> tuple[Entry, ...] | None:
+        """A file's committed entries when a recent commit to the open index wrote them, else None."""
+        ix, known = self._known
+        return known.get(path) if ix is self._ix else None
 
     def _take_batch(self) -> dict[str, _Change]:
         """Move the queue to the committing snapshot, which stays visible until published."""
@@ -549,11 +623,15 @@ class Index:
             change = self._pending.get(path) or self._committing.get(path)
             return change.record if change is not None else self._records.get(path)
 
-    def roots(self) -> set[str]:
-        """The roots of every file in this index, queued changes included."""
+    def roots(self) -> frozenset[str]:
+        """The roots of every file in this index, queued changes included; kept until the next change."""
         with self._lock:
-            found = {record.root for record in self._records.values()}
-            found |= {change.record.root for change in self._overlay().values() if change.record is not None}
+            version, found = self._roots
+            if version != self._version:
+                found = frozenset(record.root for record in self._records.values()) | {
+                    change.record.root for change in self._overlay().values() if change.record is not None
+                }
+                self._roots = (self._version, found)
         return found
 
     def entries_for(self, path: str) -> list[Entry]:
@@ -565,6 +643,8 @@ class Index:
                 change = self._committing.get(path) if change is None else change
             if change is not None:
                 entries = list(change.entries)
+            elif (known := self._remembered(path)) is not None:
+                entries = list(known)  # what the last commit wrote: no documents to read
             else:
                 docs = self._searcher.documents(path=path)
                 entries = [_entry(doc) for doc in docs if doc.get("kind") != _FILE]
@@ -607,8 +687,8 @@ class Index:
     def load(self, candidates: Sequence[Candidate]) -> list[tuple[Entry, float]]:
         """The entries of candidates from gather(), with their scores (caller holds `reading`)."""
         self._check_open()
-        stored = self._view_now().stored
-        return [(c[2] if isinstance(c[2], Entry) else _entry(stored(c[2])), c[0]) for c in candidates]
+        made = self._view_now().made
+        return [(c[2] if isinstance(c[2], Entry) else made(c[2], _entry), c[0]) for c in candidates]
 
     def _check_open(self) -> None:
         """Refuse reads on a closed index with a clear error."""
@@ -619,9 +699,7 @@ class Index:
         """The scored-postings view of the current searcher, made on first use after a change."""
         if self._view is None or self._view.searcher is not self._searcher:
             self._view = postings.SearcherView(self._searcher, self._segments)
-            live = self._view.segment_ids()
-            for key in [key for key in self._segments if key[0] not in live]:
-                del self._segments[key]
+            self._segments.keep(self._view.segment_ids())
         return self._view
 
     def _committed_hits(
@@ -639,8 +717,7 @@ class Index:
         if allowed is not None:
             docs = allowed & docs
         docs = set(docs) - denied if denied else docs
-        scored = [(round(sum(m[n] for m in maps), 9), n) for n in docs]
-        return _top(scored, limit, view.stamp), len(scored)
+        return _top(_sums(maps, docs), limit, view.stamp), len(docs)
 
     def _docset(self, key: object, query: Callable[[], Query]) -> set[int]:
         """The documents matching a filter query (made only when not cached), cached until the searcher changes."""
@@ -664,7 +741,8 @@ class Index:
         if not paths:
             return tombstoned
         if self._mask_version != version:
-            replaced = {n for path in paths for n in self._searcher.document_numbers(path=path)}
+            view = self._view_now()
+            replaced = {n for path in paths for n in view.term_docs("path", path)}
             self._mask, self._mask_version = tombstoned | replaced, version
         return self._mask
 
@@ -678,7 +756,8 @@ class Index:
                 overlay = self._overlay()
             fresh = [e for e in _overlay_entries(overlay) if _field_matches(e, field, values, prefix)]
             overlaid = [path for path in overlay if path in self._records]
-            replaced = {n for path in overlaid for n in self._searcher.document_numbers(path=path)}
+            view = self._view_now()
+            replaced = {n for path in overlaid for n in view.term_docs("path", path)}
             selected = self._selected(field, tuple(values), prefix)
             committed = [entry for n, entry in selected if n not in replaced]
         return fresh + committed
@@ -691,9 +770,11 @@ class Index:
         if found is None:
             if len(view.selected) >= _CACHE_SIZE:
                 view.selected.clear()
-            kind = Prefix if prefix else Term
-            docs = self._searcher.docs_for_query(Or([kind(field, value) for value in values]))
-            found = view.selected[key] = [(n, _entry(view.stored(n))) for n in docs]
+            docs = self._searcher.docs_for_query(_select_query(field, values, prefix))
+            found = [(n, view.made(n, _entry)) for n in docs]
+            if field == "fp":  # the documents sharing the heads of the values
+                found = [(n, entry) for n, entry in found if _field_matches(entry, field, values, prefix)]
+            view.selected[key] = found
         return found
 
     def stats(self) -> dict[str, Any]:
@@ -718,12 +799,18 @@ class Index:
 
     # -- rebuild -----------------------------------------------------------------
 
-    def rebuild(self) -> Rebuild:
-        """Start building a fresh index beside the live one, which keeps answering."""
+    def rebuild(self, since: Mapping[str, tuple[FileRecord | None, Sequence[Entry]]] | None = None) -> Rebuild:
+        """Start building a fresh index beside the live one, which keeps answering.
+
+        `since`: changes made to this index after a larger rebuild began and before this one
+        did (already committed, maybe), re-applied at the swap like those made from now on.
+        """
         with self._lock:
             if self._rebuild is not None:
                 raise RuntimeError("a rebuild is already running")
             self._rebuild = Rebuild(self, self._state_dir / (_NEW + _utc_stamp()), self._schema)
+            for path, (record, entries) in (since or {}).items():
+                self._rebuild._log[path] = _Change(record, tuple(entries))
             # Queued changes are re-applied at the end too, like those made during the build.
             self._rebuild._log.update(self._overlay())
             return self._rebuild
@@ -737,7 +824,7 @@ class Index:
                 _write_batch(rebuild._ix, changes)
             with self._search_lock:
                 self._swap(rebuild._directory)
-        log.info("index rebuilt: %d files, %d entries", rebuild.files, rebuild.entries)
+        log.debug("index rebuilt: %d files, %d entries", rebuild.files, rebuild.entries)
 
     def _swap(self, directory: Path) -> None:
         """Replace the live index directory by the rebuilt one (caller holds the locks)."""
@@ -864,6 +951,15 @@ def parse_query(query: str) -> list[analysis.Part]:
     return parts
 
 
+def _select_query(field: str, values: Sequence[str], prefix: bool) -> Query:
+    """select()'s query; for fp, the heads of the values, which find every match and a few others."""
+    if field == "fp":
+        heads = {value[:_FP_HEAD] for value in values}
+        return Or([Term("fp_head", h) if len(h) == _FP_HEAD else Prefix("fp_head", h) for h in sorted(heads)])
+    kind = Prefix if prefix else Term
+    return Or([kind(field, value) for value in values])
+
+
 def _field_matches(entry: Entry, field: str, values: Sequence[str], prefix: bool) -> bool:
     """The Python form of select()'s query, for uncommitted entries."""
     if field == "triggers":
@@ -882,12 +978,28 @@ def _overlay_entries(overlay: dict[str, _Change]) -> Iterator[Entry]:
         yield from change.entries
 
 
+def _sums(maps: Sequence[postings.Scores], docs: Iterable[int]) -> list[tuple[float, int]]:
+    """(score, document) of each document: its scores summed over the query's parts, in the maps' order."""
+    if len(maps) == 1:
+        first = maps[0]
+        return [(first[n], n) for n in docs]
+    first, second, *rest = maps
+    scored = [(first[n] + second[n], n) for n in docs]
+    for other in rest:
+        scored = [(score + other[n], n) for score, n in scored]
+    return scored
+
+
 def _top(scored: list[tuple[float, int]], limit: int, stamp: Any) -> list[Candidate]:
-    """The `limit` best (score, document) pairs, newer first among equal scores, best first."""
+    """The `limit` best (score, document) pairs, newer first among equal scores, best first.
+
+    Scores are compared rounded, so that sums equal but for the order of additions tie and
+    the newer entry wins; only the few near the cut are rounded (rounding keeps the order).
+    """
     if len(scored) > limit:
-        cutoff = heapq.nlargest(limit, scored)[-1][0]
-        scored = [pair for pair in scored if pair[0] >= cutoff]  # ties at the cut are decided by stamp
-    ranked = sorted(((score, stamp(n), n) for score, n in scored), reverse=True)
+        cutoff = heapq.nlargest(limit, scored)[-1][0] - _TIE
+        scored = [pair for pair in scored if pair[0] >= cutoff]
+    ranked = sorted(((round(score, 9), stamp(n), n) for score, n in scored), reverse=True)
     return ranked[:limit]  # type: ignore[return-value]
 
 

@@ -54,6 +54,8 @@ _KEEP_OLD = 2
 _DIARY_FILE = re.compile(r"/diary/(\d{4}-\d{2})-\d{2}\.md$")
 _PARALLEL_MIN_ENTRIES = 4000
 
+Changed = tuple["FileRecord | None", tuple[Entry, ...]]  # a file's new record and entries, or (None, ()) when removed
+
 
 def partition_key(path: str) -> str:
     """The partition a file belongs to: the month of a diary day, else 'other'."""
@@ -104,6 +106,7 @@ class PartitionedIndex:
         self._rebuilding = False
         self._busy_since: float | None = None  # when the committer's current attempt began
         self._damaged: str | None = None  # why the index was found damaged while running, until rebuilt
+        self._changed: dict[str, Changed] | None = None  # writes since a rebuild began, for partitions it starts later
         self.on_damage: Callable[[str], None] = lambda why: None
 
     # -- opening -----------------------------------------------------------------
@@ -292,17 +295,23 @@ class PartitionedIndex:
         """Queue a file's new entries in its partition; visible to reads at once."""
         part = self._part(partition_key(record.path), create=True)
         assert part is not None
-        part.replace_file(record, entries)
+        with self._lock:  # a rebuild starting the partition now sees the write either here or in its overlay
+            if self._changed is not None:
+                self._changed[record.path] = (record, tuple(entries))
+            part.replace_file(record, entries)
         self._version += 1
         self._wake.set()
 
     def remove_file(self, path: str) -> None:
         """Queue the removal of a file; hidden from reads at once."""
         part = self._part(partition_key(path), create=False)
-        if part is not None:
-            part.remove_file(path)
-            self._version += 1
-            self._wake.set()
+        with self._lock:
+            if self._changed is not None:
+                self._changed[path] = (None, ())
+            if part is not None:
+                part.remove_file(path)
+        self._version += 1
+        self._wake.set()
 
     # -- reads ---------------------------------------------------------------------
 
@@ -400,6 +409,8 @@ class PartitionedRebuild:
         self._last: str | None = None
         self.files = self.entries = 0
         index._rebuilding = True
+        with index._lock:
+            index._changed = {}
 
     def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
         """Queue one file for its partition; hand finished months to the workers."""
@@ -458,7 +469,13 @@ class PartitionedRebuild:
             self._index._damaged = None
         finally:
             self._shutdown()
-            self._index._rebuilding = False
+            self._end()
+
+    def _end(self) -> None:
+        """Stop recording writes for partitions not started yet."""
+        with self._index._lock:
+            self._index._changed = None
+        self._index._rebuilding = False
 
     def _build_rest(self) -> None:
         """Build the partitions not handed over yet, wait for the workers, and start empty ones."""
@@ -478,10 +495,12 @@ class PartitionedRebuild:
             job.result()
 
     def _start(self, key: str) -> Rebuild:
-        """Begin one partition's rebuild beside its live index."""
+        """Begin one partition's rebuild beside its live index, with the writes made to it since the rebuild began."""
         part = self._index._part(key, create=True)
         assert part is not None
-        return part.rebuild()
+        with self._index._lock:
+            changed = self._index._changed or {}
+            return part.rebuild({path: change for path, change in changed.items() if partition_key(path) == key})
 
     def _discard(self) -> None:
         """Abort every started partition rebuild."""
@@ -500,7 +519,7 @@ class PartitionedRebuild:
         """Forget the collected files and any started builds; the live partitions are untouched."""
         self._files.clear()
         self._discard()
-        self._index._rebuilding = False
+        self._end()
 
 
 def _build_job(directory: str, files: list[tuple[FileRecord, tuple[Entry, ...]]]) -> int:

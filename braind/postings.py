@@ -12,28 +12,203 @@ a budget of postings.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import io
+import itertools
 import math
+import struct
+import sys
+import threading
+import weakref
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, W3TermInfo
+from whoosh.columns import NumericColumn
+from whoosh.filedb.filetables import OrderedHashReader
+from whoosh.filedb.structfile import StructFile
 from whoosh.matching import WrappingMatcher
 from whoosh.query import Query
 from whoosh.reading import TermNotFound
 from whoosh.scoring import BM25F
+from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length
 
 from braind import analysis
 
 Scores = dict[int, float]
+Made = TypeVar("Made")
 Block = tuple[int, Sequence[int], Sequence[float]]  # segment offset, document ids, weights
 
-CACHE_POSTINGS = 8000  # per searcher: about 1 MB of scores
-SEGMENT_ITEMS = 20000  # prefix expansions kept per index, all segments together
+CACHE_POSTINGS = 200_000  # scored postings kept, all searchers together: about 20 MB
+STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = [float(byte_to_length(b)) for b in range(256)]
 _STAMP = "stamp"
+_RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and value lengths
+_FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
+_SAMPLE = 16  # every 16th term is kept as bytes: a bisection, then at most 16 steps
+
+
+class Lexicon:
+    """One field's terms in one segment with their term infos, read into memory in one go.
+
+    Whoosh finds a term by a binary search or a hash lookup that reads the file a
+    few bytes at a time, and each query word expands to several terms in every
+    segment it touches; the field's run of the sorted terms file (a few hundred
+    KB per month of diary) makes each a bisection in memory.
+    """
+
+    def __init__(self, data: bytes = b"", starts: array[int] | None = None) -> None:
+        self._data = data
+        self._starts = array("I") if starts is None else starts  # where each record begins, in term order
+        self._sample = [self._term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
+
+    @classmethod
+    def read(cls, reader: Any, field: str) -> Lexicon | None:
+        """The lexicon of a W3 segment reader's field; None for readers of another kind."""
+        terms = getattr(reader, "_terms", None)
+        table = getattr(terms, "_tindex", None)
+        if not isinstance(table, OrderedHashReader):
+            return None
+        number = terms._fieldmap.get(field)  # type: ignore[union-attr]
+        if number is None:
+            return cls()
+        begin = table.closest_key_pos(pack_ushort(number))
+        after = table.closest_key_pos(pack_ushort(number + 1)) if number < 0xFFFF else None
+        begin = table.endofdata if begin is None else begin
+        end = table.endofdata if after is None else after
+        data = table.dbfile.get(begin, end - begin) if end > begin else b""
+        return cls(data, _record_starts(data))
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _term(self, index: int) -> bytes:
+        """The term of one record."""
+        start = self._starts[index]
+        keylen = _RECORD.unpack_from(self._data, start)[0]
+        return self._data[start + _RECORD.size + _FIELD_NUMBER : start + _RECORD.size + keylen]
+
+    def _info(self, index: int) -> bytes:
+        """The encoded term info of one record."""
+        start = self._starts[index]
+        keylen, infolen = _RECORD.unpack_from(self._data, start)
+        begin = start + _RECORD.size + keylen
+        return self._data[begin : begin + infolen]
+
+    def infos(self, text: bytes, prefix: bool) -> list[tuple[bytes, bytes]]:
+        """(term, encoded term info) of the term, or of every term that begins with it."""
+        found: list[tuple[bytes, bytes]] = []
+        index = max(0, bisect.bisect_left(self._sample, text) - 1) * _SAMPLE
+        while index < len(self._starts) and self._term(index) < text:
+            index += 1
+        while index < len(self._starts):
+            term = self._term(index)
+            if not (term.startswith(text) if prefix else term == text):
+                break
+            found.append((term, self._info(index)))
+            index += 1
+        return found
+
+
+def _record_starts(data: bytes) -> array[int]:
+    """Where each key/value record of a run of a terms file begins."""
+    starts = array("I")
+    position, size, unpack = 0, len(data), _RECORD.unpack_from
+    while position < size:
+        starts.append(position)
+        keylen, infolen = unpack(data, position)
+        position += _RECORD.size + keylen + infolen
+    return starts
+
+
+class SegmentCache:
+    """What is read once per segment and kept while it lives: segments never change but by deletions."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[Any, str, str], Any] = {}
+
+    def get(self, reader: Any, name: str, field: str, read: Callable[[Any, str], Any]) -> Any:
+        """The item `name` of a segment's field, read on first use."""
+        key = (_segment_id(reader), name, field)
+        found = self._items.get(key)
+        if found is None:
+            found = self._items[key] = read(reader, field)
+        return found
+
+    def keep(self, live: set[Any]) -> None:
+        """Forget the items of segments that were merged away or deleted."""
+        for key in [key for key in self._items if key[0] not in live]:
+            del self._items[key]
+
+
+class _StoredDocuments:
+    """Recently loaded documents (as entries), shared by every index: hits repeat across queries."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._docs: OrderedDict[tuple[Any, int], Any] = OrderedDict()
+        self._lock = threading.Lock()  # partitions are searched from several threads
+
+    def get(self, key: tuple[Any, int], read: Callable[[], Any]) -> Any:
+        """A loaded document, read on a miss."""
+        with self._lock:
+            found = self._docs.get(key)
+            if found is not None:
+                self._docs.move_to_end(key)
+                return found
+        found = read()
+        with self._lock:
+            self._docs[key] = found
+            while len(self._docs) > self._budget:
+                self._docs.popitem(last=False)
+        return found
+
+
+class _ScoreCache:
+    """Scored query parts of every live searcher, the least recently used dropped beyond one budget.
+
+    One budget for all partitions: a 365-day recall scores the same word in a dozen of them.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._maps: OrderedDict[tuple[int, analysis.Part], Scores] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()  # partitions are searched from several threads
+
+    def get(self, key: tuple[int, analysis.Part]) -> Scores | None:
+        """A cached part's scores, or None."""
+        with self._lock:
+            found = self._maps.get(key)
+            if found is not None:
+                self._maps.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[int, analysis.Part], scores: Scores) -> None:
+        """Keep a part's scores unless they alone exceed the budget."""
+        if len(scores) > self._budget:
+            return
+        with self._lock:
+            old = self._maps.pop(key, None)
+            self._held += len(scores) - (0 if old is None else len(old))
+            self._maps[key] = scores
+            while self._held > self._budget:
+                _, dropped = self._maps.popitem(last=False)
+                self._held -= len(dropped)
+
+    def forget(self, owner: int) -> None:
+        """Drop the scores of a searcher that was replaced."""
+        with self._lock:
+            for key in [key for key in self._maps if key[0] == owner]:
+                self._held -= len(self._maps.pop(key))
+
+
+_STORED = _StoredDocuments(STORED_DOCUMENTS)
+_SCORES = _ScoreCache(CACHE_POSTINGS)
+_OWNERS = itertools.count()
 
 
 class SearcherView:
@@ -45,42 +220,29 @@ class SearcherView:
     def __init__(
         self,
         searcher: Any,
-        segments: dict[Any, Any] | None = None,
+        segments: SegmentCache | None = None,
         field: str = analysis.FIELD,
-        budget: int = CACHE_POSTINGS,
     ) -> None:
         self.searcher = searcher
-        self._segments = {} if segments is None else segments  # per-segment arrays, shared across searchers
+        self._segments = SegmentCache() if segments is None else segments  # shared across searchers
         self._field = field
-        self._budget = budget
-        self._cached: OrderedDict[analysis.Part, Scores] = OrderedDict()
-        self._held = 0
+        self._owner = next(_OWNERS)
+        weakref.finalize(self, _SCORES.forget, self._owner)
         self._leaves: list[tuple[Any, int]] = list(searcher.leaf_searchers())
         self._offsets = [offset for _, offset in self._leaves]
         self._lengths: array[int] | None = None
+        self._norm: list[float] | None = None
         self._stamps: array[int] | None = None
         self._deleted: set[int] | None = None
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
 
     def part_scores(self, part: analysis.Part) -> Scores:
         """Every live document holding the part, with its score; cached while the searcher lives."""
-        found = self._cached.get(part)
-        if found is not None:
-            self._cached.move_to_end(part)
-            return found
-        found = self._score_part(part)
-        self._remember(part, found)
+        found = _SCORES.get((self._owner, part))
+        if found is None:
+            found = self._score_part(part)
+            _SCORES.put((self._owner, part), found)
         return found
-
-    def _remember(self, part: analysis.Part, found: Scores) -> None:
-        """Keep a part's scores, dropping the least recently used beyond the budget."""
-        if len(found) > self._budget:
-            return
-        self._cached[part] = found
-        self._held += len(found)
-        while self._held > self._budget:
-            _, dropped = self._cached.popitem(last=False)
-            self._held -= len(dropped)
 
     def _score_part(self, part: analysis.Part) -> Scores:
         """Read and score the postings of one part."""
@@ -115,35 +277,54 @@ class SearcherView:
         blocks: dict[bytes, list[Block]] = {}
         for sub, offset in self._leaves:
             reader = sub.reader()
-            for term in self._expand(reader, text) if prefix else (text,):
-                try:
-                    matcher = reader.postings(self._field, term)
-                except TermNotFound:
-                    continue
+            for term, matcher in self._matchers(reader, text, prefix):
                 if isinstance(matcher, WrappingMatcher):  # deletions; dropped from the scores afterwards
                     matcher = matcher.child
                 blocks.setdefault(term, []).extend((offset, ids, weights) for ids, weights in _blocks(matcher))
         return blocks
 
-    def _expand(self, reader: Any, prefix: bytes) -> tuple[bytes, ...]:
-        """The terms of one segment that begin with a prefix; cached per segment, which never changes."""
-        key = (_segment_id(reader), "expand", self._field, prefix)
-        found = self._segments.get(key)
-        if found is None:
-            if len(self._segments) >= SEGMENT_ITEMS:
-                for old in [k for k in self._segments if k[1] == "expand"]:
-                    del self._segments[old]
-            found = self._segments[key] = tuple(reader.expand_prefix(self._field, prefix))
-        return found
+    def _matchers(
+        self, reader: Any, text: bytes, prefix: bool, field: str | None = None
+    ) -> Iterator[tuple[bytes, Any]]:
+        """A postings matcher for the term, or for each term beginning with it, in one segment."""
+        field = field or self._field
+        lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
+        if lexicon is None:  # not a W3 segment: Whoosh's own lookups
+            for term in reader.expand_prefix(field, text) if prefix else (text,):
+                with contextlib.suppress(TermNotFound):
+                    yield term, reader.postings(field, term)
+            return
+        found = lexicon.infos(text, prefix)
+        if not found:
+            return
+        terms = reader._terms
+        field_format = reader.schema[field].format
+        for term, info in found:
+            terminfo = W3TermInfo.from_bytes(info)
+            if terminfo.is_inlined():
+                yield term, terms._codec.postings_reader(None, terminfo, field_format, term=(field, term))
+                continue
+            # One read of the whole posting list: Whoosh reads each block's header through pickle, a byte at a time.
+            offset, length = terminfo.extent()
+            length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
+            postings = StructFile(io.BytesIO(terms._postfile.get(offset, length)))
+            yield term, W3LeafMatcher(postings, 0, length, field_format, term=(field, term))
+
+    def term_docs(self, field: str, term: str) -> set[int]:
+        """Live documents whose field holds a term (a file's path, a status), read from the postings directly."""
+        found: set[int] = set()
+        for sub, offset in self._leaves:
+            for _, matcher in self._matchers(sub.reader(), term.encode(), False, field):
+                if isinstance(matcher, WrappingMatcher):
+                    matcher = matcher.child
+                for ids, _ in _blocks(matcher):
+                    found.update([n + offset for n in ids] if offset else ids)
+        return found - self._deleted_docs() if found else found
 
     def _terms_scores(self, blocks: dict[bytes, list[Block]]) -> Scores:
         """BM25F summed over the terms, as Whoosh's array union matcher sums them, with Whoosh's statistics."""
-        weighting = self.searcher.weighting
-        lengths = self._field_lengths()
-        k1 = weighting.K1
-        b = weighting._field_B.get(self._field, weighting.B)
-        avgfl = self.searcher.avg_field_length(self._field) or 1
-        base, per_length = k1 * (1 - b), k1 * b / avgfl
+        k1 = self.searcher.weighting.K1
+        norms = self._norms()
         count = self.searcher.doc_count_all()
         scores: Scores = {}
         get = scores.get
@@ -151,11 +332,26 @@ class SearcherView:
             frequency = sum(len(ids) for _, ids, _ in term_blocks)  # postings, deleted ones included
             boost = (math.log(count / (frequency + 1)) + 1) * (k1 + 1)
             for offset, ids, weights in term_blocks:
+                if offset:
+                    ids = [docnum + offset for docnum in ids]
+                if not scores:
+                    scores = {n: boost * w / (w + norms[n]) for n, w in zip(ids, weights, strict=True)}
+                    get = scores.get
+                    continue
                 for docnum, weight in zip(ids, weights, strict=True):
-                    docnum += offset
-                    norm = base + per_length * _LENGTHS[lengths[docnum]]
-                    scores[docnum] = get(docnum, 0.0) + boost * weight / (weight + norm)
+                    scores[docnum] = get(docnum, 0.0) + boost * weight / (weight + norms[docnum])
         return scores
+
+    def _norms(self) -> list[float]:
+        """BM25F's length normalisation of every document, in top-level numbering; made once per searcher."""
+        if self._norm is None:
+            weighting = self.searcher.weighting
+            k1 = weighting.K1
+            b = weighting._field_B.get(self._field, weighting.B)
+            avgfl = self.searcher.avg_field_length(self._field) or 1
+            base, per_length = k1 * (1 - b), k1 * b / avgfl
+            self._norm = [base + per_length * _LENGTHS[length] for length in self._field_lengths()]
+        return self._norm
 
     def _query_scores(self, query: Query) -> Scores:
         """Scores from Whoosh's own matchers, for phrases (multi-character CJK runs)."""
@@ -192,13 +388,9 @@ class SearcherView:
                 self._stamps.extend(self._segment_array(sub.reader(), "stamps", _leaf_stamps))
         return self._stamps[docnum]
 
-    def _segment_array(self, reader: Any, name: str, read: Any) -> Any:
-        """A per-document array of one segment, read once: segments never change but by deletions."""
-        key = (_segment_id(reader), name, self._field)
-        found = self._segments.get(key)
-        if found is None:
-            found = self._segments[key] = read(reader, self._field)
-        return found
+    def _segment_array(self, reader: Any, name: str, read: Callable[[Any, str], Any]) -> Any:
+        """A per-document array of one segment, read once."""
+        return self._segments.get(reader, name, self._field, read)
 
     def segment_ids(self) -> set[str]:
         """The ids of the searcher's segments, to forget arrays of merged-away ones."""
@@ -212,6 +404,13 @@ class SearcherView:
         if perdoc is None:
             return self.searcher.stored_fields(docnum)
         return perdoc.stored_fields(docnum - offset) or {}
+
+    def made(self, docnum: int, make: Callable[[dict[str, Any]], Made]) -> Made:
+        """What `make` builds from a document's stored fields (an Entry), kept for the next query's hits."""
+        leaf = bisect.bisect_right(self._offsets, docnum) - 1
+        sub, offset = self._leaves[leaf]
+        key = (_segment_id(sub.reader()), docnum - offset)
+        return _STORED.get(key, lambda: make(self.stored(docnum)))
 
 
 def _segment_id(reader: Any) -> Any:
@@ -239,11 +438,23 @@ def _leaf_lengths(reader: Any, field: str) -> array[int]:
     perdoc = getattr(reader, "_perdoc", None)  # an empty index has an EmptyReader
     if perdoc is None or not perdoc.has_column(name):
         return array("B", bytes(reader.doc_count_all()))
-    return array("B", perdoc.column_reader(name, LENGTHS_COLUMN).load())
+    return _numbers(perdoc.column_reader(name, LENGTHS_COLUMN))
 
 
 def _leaf_stamps(reader: Any, field: str) -> array[int]:
     """One segment's stamp column."""
     if not reader.has_column(_STAMP):
         return array("q", bytes(8 * reader.doc_count_all()))
-    return array("q", reader.column_reader(_STAMP, translate=False).load())
+    return _numbers(reader.column_reader(_STAMP, translate=False))
+
+
+def _numbers(column: Any) -> array[int]:
+    """A numeric column's values in one read; Whoosh's load() reads them one document at a time."""
+    if not isinstance(column, NumericColumn.Reader):
+        return array("q", column.load())
+    stored = column._count  # values past it are the default, never written
+    values = array(column._typecode, column._dbfile.get(column._basepos, stored * column._fixedlen))
+    if sys.byteorder == "little" and values.itemsize > 1:
+        values.byteswap()  # stored big-endian
+    values.extend([column._default] * (column._doccount - stored))
+    return values

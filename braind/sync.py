@@ -129,7 +129,10 @@ def with_status(loaded: Loaded, state: RootState) -> Loaded:
     """The loaded entries with the status (tombstoned, pinned) the root's state gives them."""
     if not loaded.entries or not state.marks:
         return loaded
-    entries = tuple(replace(e, status=state.status(e.fp)) for e in loaded.entries)
+    statuses = state.statuses(e.fp for e in loaded.entries)
+    if all(status == e.status for status, e in zip(statuses, loaded.entries, strict=True)):
+        return loaded
+    entries = tuple(e if s == e.status else replace(e, status=s) for s, e in zip(statuses, loaded.entries, strict=True))
     return replace(loaded, entries=entries)
 
 

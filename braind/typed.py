@@ -9,6 +9,7 @@ edits and evictions are tombstones that `undo` reverses.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -418,8 +419,14 @@ class TypedMemory:
 
 def root_of(entry: Entry) -> Root:
     """The root an entry lives in, from the path and realm it carries."""
-    path = Path(entry.root)
-    return Root(path, entry.realm, path.parent.parent if entry.realm == "project" else None)
+    return _root(entry.root, entry.realm)
+
+
+@functools.lru_cache(maxsize=256)
+def _root(root: str, realm: str) -> Root:
+    """A root by its path and realm; recall asks for the same few roots on every hit."""
+    path = Path(root)
+    return Root(path, realm, path.parent.parent if realm == "project" else None)
 
 
 def compact_line(fp: str, rule: int, action: str, detail: str) -> str:

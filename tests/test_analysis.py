@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pickle
+from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from whoosh.query import And, Term
 
 from braind import analysis
@@ -117,3 +120,12 @@ def test_snippet_surrounds_the_first_match_within_the_budget() -> None:
 def test_snippet_never_exceeds_the_limit(limit: int) -> None:
     text = "茶" * 300 + " tail"
     assert len(analysis.snippet(text, analysis.query_parts("tail"), limit)) <= limit
+
+
+MIXED = [*"abZ éÉüßİ乌龙茶饮料。-_1ﬁ", "\uff0c", "\uff12"]  # a full-width comma and digit two
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=60), st.text(alphabet=st.sampled_from(MIXED), max_size=60)))
+def test_term_counts_are_what_the_tokenizer_makes(text: str) -> None:
+    assert analysis.term_counts(text) == dict(Counter(token.text for token in analysis.analyzer()(text)))

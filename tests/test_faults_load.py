@@ -638,6 +638,8 @@ def valid_value(name: str, spec: dict[str, Any], target: Target) -> st.SearchStr
         return SIGNALS
     if name == "fp":
         return st.one_of(st.sampled_from(target.fps), st.sampled_from([fp[:4] for fp in target.fps]), STRINGS)
+    if name == "project":  # never another real directory ("/" is one): writes would land outside the test
+        return st.one_of(STRINGS.filter(lambda text: not os.path.isdir(text)), st.just(target.project))
     return st.one_of(STRINGS, st.just(target.project), st.just("fuzz"))
 
 

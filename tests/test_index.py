@@ -12,12 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from whoosh import index as whoosh_index
+from whoosh.codec.whoosh3 import W3TermInfo
+from whoosh.filedb.filestore import FileStorage
+from whoosh.formats import Existence, Frequency
 from whoosh.query import And
+from whoosh.system import pack_uint
 
 from braind import analysis
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
-from braind.index import SCHEMA_VERSION, FileRecord, Index
+from braind.index import SCHEMA_VERSION, FileRecord, Index, add_file, make_schema, open_whoosh
+from braind.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
 from tests.conftest import wait_until
 
 ROOT = "/mem/user"
@@ -187,6 +193,92 @@ def test_many_commits_and_merges_never_duplicate_entries(index: Index) -> None:
     assert index.search("other")[1] == 30 and index.stats()["entries"] == 32
 
 
+def test_an_appended_line_commits_one_entry_document(index: Index) -> None:
+    """Unchanged entries keep their documents: the commit writes the new entry and the file's record only."""
+    day = [entry(f"kafka {n}", n) for n in range(1, 51)]
+    put(index, "diary/2026-01-10.md", *day)
+    index.commit()
+    put(index, "diary/2026-01-10.md", *day, entry("kafka appended", 51))
+    index.commit()
+    newest = max(index._searcher.reader().leaf_readers(), key=lambda pair: pair[1])[0]
+    assert sorted(doc.get("kind", "diary") for doc in newest.all_stored_fields()) == ["diary", "file"]
+    assert index.search("kafka")[1] == 51 and index._searcher.doc_count() == 52
+
+
+def _edit(rng: random.Random, day: list[tuple[str, str, str]]) -> None:
+    """One random edit of a day's (text, type, status) lines: append, rewrite, retype, mark, delete or insert."""
+    kind = rng.choice(["append", "append", "text", "type", "status", "delete", "insert"])
+    text = f"{rng.choice(['kafka', 'deploy', '乌龙茶'])} {rng.randint(0, 9)}"
+    at = rng.randrange(len(day)) if day else 0
+    if kind == "append" or not day:
+        day.append((text, "note", "live"))
+    elif kind == "text":
+        day[at] = (text, *day[at][1:])
+    elif kind == "type":
+        day[at] = (day[at][0], rng.choice(["note", "decision"]), day[at][2])
+    elif kind == "status":
+        day[at] = (*day[at][:2], rng.choice(["live", "tombstoned", "pinned"]))
+    elif kind == "delete":
+        del day[at]
+    else:
+        day.insert(0, (text, "note", "live"))
+
+
+def _day_entries(name: str, day: list[tuple[str, str, str]]) -> list[Entry]:
+    """The entries of a day's lines."""
+    date = name.removeprefix("diary/").removesuffix(".md")
+    return [entry(t, n, date=date, type=kind, status=status) for n, (t, kind, status) in enumerate(day, start=1)]
+
+
+def _contents(index: Index) -> tuple[Any, ...]:
+    """Everything reads see: entries by file, search totals and hits, marked entries, live documents."""
+    by_file = {path: index.entries_for(path) for path in sorted(index.file_records())}
+    found = {
+        q: (total, sorted((h.entry.path, h.entry.line) for h in hits))
+        for q in ["kafka", "deploy", "乌龙茶"]
+        for hits, total in [index.search(q, limit=500)]
+    }
+    marked = sorted((e.path, e.line, e.status) for e in index.select("status", ["tombstoned", "pinned"]))
+    return by_file, found, marked, index.stats()["entries"], index._searcher.doc_count()
+
+
+def test_commits_keep_the_index_equal_to_a_clean_rebuild(tmp_path: Path, state: Path) -> None:
+    """Random edits to a few days, committed at random moments, the index sometimes reopened (what recent
+    commits wrote is then unknown), then compared with an index built afresh."""
+    rng = random.Random(3)
+    days: dict[str, list[tuple[str, str, str]]] = {}
+    index = Index(state, "identity-1")
+    index.open()
+    for _ in range(300):
+        name = f"diary/2026-01-1{rng.randint(0, 3)}.md"
+        if name in days and rng.random() < 0.05:
+            del days[name]
+            index.remove_file(record(name).path)
+        else:
+            _edit(rng, days.setdefault(name, []))
+            put(index, name, *_day_entries(name, days[name]))
+        if rng.random() < 0.4:
+            index.commit()
+            assert index._searcher.doc_count() == len(days) + sum(map(len, days.values()))
+        if rng.random() < 0.1:
+            index.close()
+            index = Index(state, "identity-1")
+            assert index.open() is False
+    index.commit()
+    fresh = Index(tmp_path / "fresh", "identity-1")
+    fresh.open()
+    try:
+        for name, day in days.items():
+            put(fresh, name, *_day_entries(name, day))
+        fresh.close()  # reopened: its entries are read back from Whoosh, not remembered from its commits
+        fresh = Index(tmp_path / "fresh", "identity-1")
+        fresh.open()
+        assert _contents(index) == _contents(fresh)
+    finally:
+        fresh.close()
+        index.close()
+
+
 def test_file_records_and_entries_include_queued_changes(index: Index) -> None:
     first = put(index, "diary/2026-01-10.md", entry("b", 2), entry("a", 1))
     assert index.file_records() == {first.path: first}
@@ -203,7 +295,7 @@ def test_entries_round_trip_through_the_index(index: Index) -> None:
     rec = put(index, "logs/x.md", original)
     index.commit()
     assert index.entries_for(rec.path) == [original]
-    assert index.search("decision")[0][0].entry.fp == original.fp
+    assert index.search("decision")[0][0].entry == original  # read back from the stored fields
 
 
 def test_background_committer_commits_within_its_interval(state: Path) -> None:
@@ -475,6 +567,113 @@ def test_only_the_newest_two_old_dirs_are_kept(state: Path) -> None:
         ix.close()
         names = sorted(p.name for p in state.iterdir() if p.name.startswith("index.old-"))
     assert len(names) == 2
+
+
+# -- writing ----------------------------------------------------------------------
+
+
+def _dump(directory: Path) -> dict[str, Any]:
+    """Every term's statistics and postings, and every live document's stored fields, text length and stamp."""
+    reader = open_whoosh(directory).reader()
+    try:
+        terms = {}
+        for key in reader.all_terms():
+            info, matcher, postings = reader.term_info(*key), reader.postings(*key), []
+            while matcher.is_active():
+                postings.append((matcher.id(), matcher.weight(), matcher.value() or b""))
+                matcher.next()
+            stats = (info.weight(), info.doc_frequency(), info.max_weight(), info.min_id(), info.max_id())
+            terms[key] = (stats, postings)
+        docs = [(n, reader.stored_fields(n), reader.doc_field_length(n, "text")) for n in reader.all_doc_ids()]
+        return {"terms": terms, "docs": docs, "stamps": list(reader.column_reader("stamp"))}
+    finally:
+        reader.close()
+
+
+def _write_batches(directory: Path, make_writer: Callable[[Any], Any], batches: list[dict[str, list[Entry]]]) -> None:
+    """Commit batches of files (each replacing any earlier version) with the given writer."""
+    directory.mkdir()
+    ix = whoosh_index.create_in(str(directory), make_schema())
+    for batch in batches:
+        writer = make_writer(ix)
+        for name in batch:
+            writer.delete_by_term("path", record(name).path)
+        for name, entries in batch.items():
+            add_file(writer, record(name), entries)
+        writer.commit()
+
+
+def test_braind_writer_writes_what_whoosh_writes(tmp_path: Path) -> None:
+    """Short lists inlined, long ones in several blocks, values, deletions and merges: all read back alike."""
+    rng = random.Random(5)
+    words = ["common", "kafka", "乌龙茶", "deploy"] + [f"rare{n}" for n in range(300)]
+
+    def day(date: str, count: int) -> list[Entry]:
+        return [
+            entry(
+                " ".join(["common", *rng.choices(words, k=rng.randint(1, 8))]),
+                n,
+                date=date,
+                type="decision" if n % 7 == 0 else "note",
+                key=f"k{n % 5}" if n % 7 == 0 else None,
+                triggers=("file:app.py", f"tool:t{n % 3}") if n % 4 == 0 else (),
+                status="tombstoned" if n % 11 == 0 else "live",
+            )
+            for n in range(1, count + 1)
+        ]
+
+    batches = [{"diary/2026-01-10.md": day("2026-01-10", 300)}, {"diary/2026-01-11.md": day("2026-01-11", 40)}]
+    batches += [{f"diary/2026-01-{d}.md": day(f"2026-01-{d}", 5)} for d in range(12, 20)]
+    batches += [{"diary/2026-01-10.md": day("2026-01-10", 200)}, {"diary/2026-01-13.md": []}]
+    _write_batches(tmp_path / "braind", open_writer, batches)
+    _write_batches(tmp_path / "whoosh", lambda ix: ix.writer(), batches)
+    ours, theirs = _dump(tmp_path / "braind"), _dump(tmp_path / "whoosh")
+    assert ours == theirs
+    lengths = [len(postings) for _, postings in ours["terms"].values()]
+    assert max(lengths) > 2 * BLOCK_LIMIT and min(lengths) < INLINE_LIMIT
+
+
+@pytest.mark.parametrize("format_", [Existence(), Frequency()], ids=["without values", "with values"])
+def test_short_lists_are_inlined_alike_posting_by_posting_and_whole(tmp_path: Path, format_: Any) -> None:
+    """Whoosh's own per-posting path inlines with braind's codec, into the bytes the whole-list path makes."""
+    postings = Postings()
+    for doc, weight in [(3, 1.0), (9, 2.0), (40, 1.0)]:
+        postings.docs.append(doc)
+        postings.weights.append(weight)
+        postings.values.extend([pack_uint(int(weight))] if format_.posting_size else [])
+    with FileStorage(str(tmp_path)).create_file("postings") as file:
+        writer = Codec().postings_writer(file)
+        writer.start_postings(format_, W3TermInfo())
+        for doc, weight, value in zip(postings.docs, postings.weights, postings.values or [b""] * 3, strict=True):
+            writer.add_posting(doc, weight, value)
+        terminfo = writer.finish_postings()
+        assert terminfo.is_inlined() and not writer.written()
+        assert writer.write_all(format_, postings) == terminfo.to_bytes()
+
+
+def test_select_by_fingerprint_checks_the_whole_fingerprint(index: Index, settle: Settle) -> None:
+    """The index holds only each fingerprint's head: entries sharing it are told apart by the whole."""
+    entries = [entry(f"note {n}", n) for n in range(1, 400)]
+    put(index, "diary/2026-01-10.md", *entries)
+    settle(index)
+    heads: dict[str, list[Entry]] = {}
+    for e in entries:
+        heads.setdefault(e.fp[:3], []).append(e)
+    first, second = next(group for group in heads.values() if len(group) > 1)[:2]
+
+    def select(values: list[str], prefix: bool = False) -> list[Entry]:
+        return sorted(index.select("fp", values, prefix), key=lambda e: e.line)
+
+    def starting(prefix: str) -> list[Entry]:
+        return [e for e in entries if e.fp.startswith(prefix)]
+
+    assert select([first.fp]) == [first]
+    assert select([second.fp, first.fp]) == sorted([first, second], key=lambda e: e.line)
+    for length in (1, 2, 3, 4, 12):
+        assert select([first.fp[:length]], prefix=True) == starting(first.fp[:length])
+    assert len(select([first.fp[:3]], prefix=True)) >= 2
+    assert select([first.fp[:3]]) == []  # exact: no fingerprint is three characters long
+    assert select(["fffffffffffg", "x"], prefix=True) == []
 
 
 # -- rebuild ----------------------------------------------------------------------

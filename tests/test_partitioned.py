@@ -13,6 +13,7 @@ from braind.entries import Entry
 from braind.errors import InvalidParams
 from braind.index import FileRecord
 from braind.partitioned import OTHER, PartitionedIndex, partition_key
+from tests.conftest import wait_until
 
 ROOT = "/r"
 
@@ -100,6 +101,24 @@ def test_rebuild_replaces_everything_and_keeps_concurrent_writes(tmp_path: Path,
         assert ix.search("stale", since=None)[1] == 0
         assert ix.search("walnut", since=None)[1] == 4
         assert ix.stats()["state"] == "ready"
+    finally:
+        ix.close()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_writes_committed_before_their_partition_starts_rebuilding_are_kept(tmp_path: Path, parallel: bool) -> None:
+    ix = PartitionedIndex(tmp_path / "s", "test", commit_ms=20, parallel_min_entries=0 if parallel else 10**9)
+    ix.open()
+    ix.start()
+    try:
+        rebuild = ix.rebuild()
+        rebuild.add(*day_file("2026-11-01", "rebuilt walnut"))
+        written = ix.generation
+        ix.replace_file(*day_file("2026-11-03", "written during the rebuild walnut"))
+        ix.remove_file(f"{ROOT}/diary/2026-11-01.md")  # read by the rebuild, then removed
+        wait_until(lambda: ix.generation > written)  # committed before the month's rebuild starts
+        rebuild.finish()
+        assert [h.entry.text for h in ix.search("walnut", since=None)[0]] == ["written during the rebuild walnut"]
     finally:
         ix.close()
 

@@ -197,8 +197,10 @@ def test_requests_round_trip(params: dict[str, Any], request_id: int) -> None:
 
 
 def test_encoded_replies_are_one_compact_line() -> None:
-    line = encode_result(3, {"text": "a\nb", "ü": [1.5, None]})
-    assert line == '{"jsonrpc":"2.0","id":3,"result":{"text":"a\\nb","ü":[1.5,null]}}\n'.encode()
+    line = encode_result(3, {"text": "a\nb", "ü": [1.5, None], "茶": "乌龙茶"})
+    result = b'{"text":"a\\nb","\\u00fc":[1.5,null],"\\u8336":"\\u4e4c\\u9f99\\u8336"}'
+    assert line == b'{"jsonrpc":"2.0","id":3,"result":' + result + b"}\n"
+    assert json.loads(line) == {"jsonrpc": "2.0", "id": 3, "result": {"text": "a\nb", "ü": [1.5, None], "茶": "乌龙茶"}}
 
 
 @pytest.mark.parametrize("result", [object(), {1, 2}, float("nan"), "\ud800", Path("/x")])

@@ -1,0 +1,158 @@
+"""The recall engine's in-memory views of real Whoosh segments agree with what Whoosh reads itself."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
+
+from braind import analysis, postings
+from braind.entries import Entry
+from braind.index import FileRecord, Index
+
+ROOT = "/mem/user"
+WORDS = [
+    "deploy",
+    "deployed",
+    "deployment",
+    "kafka",
+    "broker",
+    "cafe",
+    "café",
+    "乌龙茶",
+    "饮料",
+    "alpha",
+    "alp",
+    "zeta",
+]
+
+
+def _entry(text: str, line: int, date: str) -> Entry:
+    return Entry(root=ROOT, realm="user", path=f"{ROOT}/diary/{date}.md", line=line, date=date, time="09:30", text=text)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[Index]:
+    """An index of several segments (one commit per day) with deletions (a day rewritten)."""
+    ix = Index(tmp_path / "state", "identity-1")
+    ix.open()
+    rng = random.Random(5)
+    for day in range(1, 7):
+        date = f"2026-02-0{day}"
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for _ in range(15)]
+        ix.replace_file(_record(date), [_entry(text, n, date) for n, text in enumerate(lines, 1)])
+        ix.commit()
+    ix.replace_file(_record("2026-02-02"), [_entry("kafka broker rewritten", 1, "2026-02-02")])
+    ix.commit()
+    yield ix
+    ix.close()
+
+
+def _record(date: str) -> FileRecord:
+    return FileRecord(ROOT, f"{ROOT}/diary/{date}.md", 1, 1, "0" * 64)
+
+
+def _readers(index: Index) -> list[Any]:
+    return [sub.reader() for sub, _ in index._searcher.leaf_searchers()]
+
+
+@pytest.mark.parametrize(
+    "prefix", [b"dep", b"deploy", b"deployed", b"kaf", b"caf", "乌".encode(), b"a", b"zz", b"", b"\xff"]
+)
+def test_a_lexicon_expands_and_finds_what_whoosh_finds(index: Index, prefix: bytes) -> None:
+    readers = _readers(index)
+    assert len(readers) > 1
+    for reader in readers:
+        lexicon = postings.Lexicon.read(reader, analysis.FIELD)
+        assert lexicon is not None
+        found = lexicon.infos(prefix, prefix=True)
+        assert [term for term, _ in found] == list(reader.expand_prefix(analysis.FIELD, prefix))
+        for term, info in found:
+            mine, theirs = W3TermInfo.from_bytes(info), reader.term_info(analysis.FIELD, term)
+            assert (mine.doc_frequency(), mine.weight()) == (theirs.doc_frequency(), theirs.weight())
+        exact = lexicon.infos(prefix, prefix=False)
+        assert [term for term, _ in exact] == ([prefix] if (analysis.FIELD, prefix) in reader else [])
+
+
+def test_a_lexicon_of_a_field_a_segment_lacks_is_empty(index: Index) -> None:
+    for reader in _readers(index):
+        lexicon = postings.Lexicon.read(reader, "no-such-field")
+        assert lexicon is not None and len(lexicon) == 0 and lexicon.infos(b"a", prefix=True) == []
+
+
+def test_numeric_columns_read_in_one_go_equal_whoosh_reading_each_document(index: Index) -> None:
+    for reader in _readers(index):
+        stamps = reader.column_reader("stamp", translate=False)
+        lengths = reader._perdoc.column_reader(f"_{analysis.FIELD}_len", LENGTHS_COLUMN)
+        assert list(postings._numbers(stamps)) == list(stamps.load())
+        assert list(postings._numbers(lengths)) == list(lengths.load())
+        assert len(postings._numbers(stamps)) == reader.doc_count_all()
+
+
+def test_scores_of_a_replaced_searcher_are_forgotten(index: Index) -> None:
+    index.search("kafka")
+    owner = index._view_now()._owner
+    assert postings._SCORES.get((owner, (False, "kafka"))) is not None
+    index.replace_file(_record("2026-02-09"), [_entry("kafka again", 1, "2026-02-09")])
+    index.commit()
+    assert "kafka again" in [hit.entry.text for hit in index.search("kafka", limit=100)[0]]
+    assert postings._SCORES.get((owner, (False, "kafka"))) is None
+
+
+def test_the_score_cache_keeps_to_its_budget_least_recently_used_first() -> None:
+    cache = postings._ScoreCache(budget=10)
+    cache.put((1, (False, "a")), {n: 1.0 for n in range(4)})
+    cache.put((1, (False, "b")), {n: 1.0 for n in range(4)})
+    assert cache.get((1, (False, "a"))) is not None  # a is now the most recently used
+    cache.put((2, (False, "c")), {n: 1.0 for n in range(4)})
+    assert cache.get((1, (False, "b"))) is None
+    assert cache.get((1, (False, "a"))) is not None and cache.get((2, (False, "c"))) is not None
+    cache.put((2, (False, "huge")), {n: 1.0 for n in range(11)})
+    assert cache.get((2, (False, "huge"))) is None
+    cache.forget(1)
+    assert cache.get((1, (False, "a"))) is None and cache.get((2, (False, "c"))) is not None
+
+
+def test_stored_documents_are_kept_to_their_budget() -> None:
+    stored = postings._StoredDocuments(budget=2)
+    reads: list[int] = []
+
+    def read(n: int) -> dict[str, Any]:
+        reads.append(n)
+        return {"n": n}
+
+    for n in [1, 2, 1, 3, 1, 2]:
+        assert stored.get(("segment", n), lambda n=n: read(n)) == {"n": n}  # type: ignore[misc]
+    assert reads == [1, 2, 3, 2]
+
+
+def test_a_lexicon_of_many_terms_finds_each_of_them_and_each_prefix(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "state", "identity-1")
+    ix.open()
+    rng = random.Random(9)
+    words = sorted({"".join(rng.choices("abcdefgh", k=rng.randint(1, 6))) for _ in range(600)})
+    ix.replace_file(_record("2026-03-01"), [_entry(w, n, "2026-03-01") for n, w in enumerate(words, 1)])
+    ix.commit()
+    try:
+        (reader,) = _readers(ix)
+        lexicon = postings.Lexicon.read(reader, analysis.FIELD)
+        assert lexicon is not None and len(lexicon) == len(list(reader.lexicon(analysis.FIELD)))
+        for probe in [*words, *(w[:2] for w in words), "0", "hhhhhhh", "a" * 7]:
+            term = probe.encode()
+            assert [t for t, _ in lexicon.infos(term, prefix=True)] == list(reader.expand_prefix(analysis.FIELD, term))
+            assert [t for t, _ in lexicon.infos(term, prefix=False)] == ([term] if probe in words else [])
+    finally:
+        ix.close()
+
+
+def test_term_docs_are_whooshs_document_numbers_without_deleted_ones(index: Index) -> None:
+    view = index._view_now()
+    for date in ["2026-02-01", "2026-02-02", "2026-02-06", "2026-03-09"]:
+        path = f"{ROOT}/diary/{date}.md"
+        assert view.term_docs("path", path) == set(index._searcher.document_numbers(path=path))
+    assert view.term_docs("path", f"{ROOT}/diary/2026-02-02.md")  # rewritten: only the new documents
+    assert view.term_docs("no-such-field", "x") == set()
