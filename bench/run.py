@@ -184,7 +184,7 @@ class SizeRun:
     def _recall(self, client: Client) -> None:
         """Every query class in every window: braind, the scan and FTS5."""
         found: dict[str, Any] = {}
-        with self.phase("recall", "recall"):
+        with self.phase("recall", "recall"), measure.without_collector_pauses():
             self.results["round_trip"] = measure.round_trip(client, self.plan.injects)
             for days in WINDOWS:
                 measure.warm_up(client, None if days == DEFAULT_WINDOW else days)
@@ -228,7 +228,7 @@ class SizeRun:
 
     def _writes(self, client: Client, root: Path) -> None:
         """brain_note, editor appends and inject."""
-        with self.phase("note, editor, inject", "writes"):
+        with self.phase("note, editor, inject", "writes"), measure.without_collector_pauses():
             self.results["note"] = measure.note(client, self.plan.notes, self.rng)
             self.results["editor"] = measure.editor(client, root / "diary", self.plan.editor_rounds, self.rng)
             self.results["inject"] = measure.inject(client, self.plan.injects, self.rng)

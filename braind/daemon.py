@@ -6,6 +6,7 @@ import gc
 import logging
 import math
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,12 @@ from braind.sync import Syncer
 from braind.watcher import Watcher
 
 log = logging.getLogger("braind")
+
+# How long a thread may run before one waiting for the interpreter gets its turn. With Python's
+# 5 ms, a request that had just read its line, or finished an fsync, waited up to 5 ms behind
+# another's work each time it wanted the interpreter back. With 0.5 ms and reads taken in turn
+# (braind/methods.py), 8 clients' p99 fell from 24 ms to about 15 ms.
+SWITCH_INTERVAL_S = 0.0005
 
 
 class Daemon:
@@ -57,6 +64,7 @@ class Daemon:
 
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._install_signals()
         try:
             self.start()

@@ -199,9 +199,11 @@ def diary_entries(
     before: Sequence[Entry] = (),
 ) -> list[Entry]:
     """Turn parsed lines of one diary day (after the entries `before` them) into entries with stable fingerprints."""
+    texts = {line.text for _, line in lines}
     seen: dict[tuple[str, str], int] = {}
-    for entry in before:
-        seen[(entry.time, entry.text)] = seen.get((entry.time, entry.text), 0) + 1
+    for entry in before:  # a note appended to a busy day looks only for its own text among the day's
+        if entry.text in texts:
+            seen[(entry.time, entry.text)] = seen.get((entry.time, entry.text), 0) + 1
     out = []
     for number, line in lines:
         occurrence = seen.get((line.time, line.text), 0)

@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import heapq
 import logging
+import operator
 import os
 import shutil
 import threading
@@ -54,6 +55,7 @@ _FILE = "file"
 _TOMBSTONED = "tombstoned"
 _LIVE = "live"
 _FP_HEAD = 3  # characters of fp indexed: a few thousand terms, not one per entry
+_LINE = operator.attrgetter("line")
 _KNOWN_FILES = 16  # files whose committed entries are remembered: their next change is diffed without reading them
 
 
@@ -265,8 +267,22 @@ def _read_diff(searcher: Any, path: str, new: Sequence[Entry]) -> tuple[list[Ent
     return added, records + [committed[entry].pop() for entry in gone.elements()]
 
 
+def _extends(new: Sequence[Entry], old: Sequence[Entry]) -> bool:
+    """Whether `new` is the very entry objects of `old` followed by more: an append, checked without comparing."""
+    return len(new) >= len(old) and all(map(operator.is_, old, new))
+
+
+def _searched_after(searched: dict[str, tuple[Entry, ...]], batch: dict[str, _Change]) -> dict[str, tuple[Entry, ...]]:
+    """What a searcher holds of recently committed files once a batch is committed: the newest few files."""
+    found = {path: entries for path, entries in searched.items() if path not in batch}
+    found.update((path, change.entries) for path, change in batch.items() if change.record is not None)
+    return dict(list(found.items())[-_KNOWN_FILES:])
+
+
 def _diff(old: Sequence[Entry], new: Sequence[Entry]) -> tuple[list[Entry], Counter[Entry]]:
     """The new entries not among the old ones, and the old ones no longer there (each as often as it occurs)."""
+    if _extends(new, old):  # an append: the old entries, then more
+        return list(new[len(old) :]), Counter()
     gone = Counter(old)
     added = []
     for entry in new:
@@ -351,6 +367,8 @@ class Index:
         self._cache: dict[object, set[int]] = {}
         self._view: postings.SearcherView | None = None
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
+        self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed files
+        self._unsearched: tuple[int, list[Entry], list[str]] = (-1, [], [])  # see _unsearched_entries()
         self._mask: set[int] = set()
         self._mask_version = -1
         self._roots: tuple[int, frozenset[str]] = (-1, frozenset())
@@ -419,7 +437,7 @@ class Index:
             raise
         self._ix, self._searcher = ix, searcher
         self._records, self._counts = records, counts
-        self._cache, self._view = {}, None
+        self._cache, self._view, self._searched = {}, None, {}
 
     def _discard(self) -> None:
         """Move an unusable index aside for inspection, keeping only the newest few."""
@@ -558,6 +576,7 @@ class Index:
             with self._lock:
                 for path, change in batch.items():
                     self._apply_record(path, change)
+                self._searched = _searched_after(self._searched, batch)
                 self._committing = {}
                 self._version += 1
                 self._generation += 1
@@ -648,7 +667,7 @@ class Index:
             else:
                 docs = self._searcher.documents(path=path)
                 entries = [_entry(doc) for doc in docs if doc.get("kind") != _FILE]
-        return sorted(entries, key=lambda entry: entry.line)
+        return sorted(entries, key=_LINE)
 
     def search(
         self,
@@ -679,8 +698,9 @@ class Index:
         self._check_open()
         with self._lock:
             overlay, version = self._overlay(), self._version
-        fresh = [e for e in _overlay_entries(overlay) if filters.accepts(e) and analysis.parts_match(e.text, parts)]
-        scored, total = self._committed_hits(parts, filters, self._denied(overlay, version), limit)
+        unsearched, replaced = self._unsearched_entries(overlay, version)
+        fresh = [e for e in unsearched if filters.accepts(e) and analysis.parts_match(e.text, parts)]
+        scored, total = self._committed_hits(parts, filters, self._denied(replaced, version), limit)
         top = scored[0][0] if scored else 1.0  # uncommitted matches rank with the best committed one
         return [(top, _stamp(entry), entry) for entry in fresh] + scored, total + len(fresh)
 
@@ -734,10 +754,30 @@ class Index:
             return None
         return self._docset(filters, lambda: And(filters.clauses()))
 
-    def _denied(self, overlay: dict[str, _Change], version: int) -> set[int]:
-        """Tombstoned documents and those of files the overlay replaces, cached per overlay version."""
+    def _unsearched_entries(self, overlay: dict[str, _Change], version: int) -> tuple[list[Entry], list[str]]:
+        """The overlay's entries the searcher lacks, and the committed files whose documents they replace.
+
+        A file the searcher holds and the overlay only appends to (a note to today's diary) keeps its
+        documents, and only the appended entries are matched by hand. Cached per overlay version; the
+        caller holds _search_lock, under which the searcher and `_searched` change together.
+        """
+        if self._unsearched[0] != version:
+            entries: list[Entry] = []
+            replaced: list[str] = []
+            for path, change in overlay.items():
+                held = self._searched.get(path)
+                if held is not None and change.record is not None and _extends(change.entries, held):
+                    entries += change.entries[len(held) :]
+                    continue
+                entries += change.entries
+                if path in self._records:
+                    replaced.append(path)
+            self._unsearched = (version, entries, replaced)
+        return self._unsearched[1], self._unsearched[2]
+
+    def _denied(self, paths: list[str], version: int) -> set[int]:
+        """Tombstoned documents and those of the committed files the overlay replaces, cached per overlay version."""
         tombstoned = self._docset(_TOMBSTONED, lambda: Term("status", _TOMBSTONED))
-        paths = [path for path in overlay if path in self._records]
         if not paths:
             return tombstoned
         if self._mask_version != version:

@@ -9,6 +9,7 @@ from typing import Any
 from braind import schema as s
 from braind.entries import TYPES
 from braind.errors import MethodNotFound
+from braind.fairlock import FairLock
 from braind.layered_tools import specs as layered_specs
 from braind.service import Memory
 
@@ -23,6 +24,13 @@ class Method:
     description: str
     tool: bool = False
 
+
+# Methods that only read: they run one at a time, in the order they arrived (see braind/fairlock.py).
+# Writes, inject (it may write a workflow entry), status and reindex are left out: they may wait on
+# disk, on the syncer or on an approval command, and must not hold up the reads queued behind them.
+READS = frozenset(
+    {"brain_recall", "memory_recall", "memory.list", "memory.query", "memory.entries", "memory.dump", "tools"}
+)
 
 _PROJECT = s.string("Absolute path of the project directory whose memory (<project>/.agents/.memory) to use.")
 _TRIGGERS = s.strings("Triggers that recall this entry later: file:<name>, tool:<name> or err:<code>.", 32)
@@ -160,12 +168,17 @@ def tools(table: dict[str, Method]) -> list[dict[str, Any]]:
 
 
 def dispatcher(table: dict[str, Method]) -> Callable[[str, dict[str, Any]], Any]:
-    """A function that validates params and calls the method's handler."""
+    """A function that validates params and calls the method's handler; reads first come, first served."""
+    reads = FairLock()
 
     def dispatch(name: str, params: dict[str, Any]) -> Any:
         method = table.get(name)
         if method is None:
             raise MethodNotFound("unknown_method", f"unknown method {name!r}; see the `tools` and `status` methods")
-        return method.handler(**s.validate(method.params, params))
+        args = s.validate(method.params, params)
+        if name not in READS:
+            return method.handler(**args)
+        with reads:
+            return method.handler(**args)
 
     return dispatch

@@ -438,17 +438,17 @@ def _leaf_lengths(reader: Any, field: str) -> array[int]:
     perdoc = getattr(reader, "_perdoc", None)  # an empty index has an EmptyReader
     if perdoc is None or not perdoc.has_column(name):
         return array("B", bytes(reader.doc_count_all()))
-    return _numbers(perdoc.column_reader(name, LENGTHS_COLUMN))
+    return numbers(perdoc.column_reader(name, LENGTHS_COLUMN))
 
 
 def _leaf_stamps(reader: Any, field: str) -> array[int]:
     """One segment's stamp column."""
     if not reader.has_column(_STAMP):
         return array("q", bytes(8 * reader.doc_count_all()))
-    return _numbers(reader.column_reader(_STAMP, translate=False))
+    return numbers(reader.column_reader(_STAMP, translate=False))
 
 
-def _numbers(column: Any) -> array[int]:
+def numbers(column: Any) -> array[int]:
     """A numeric column's values in one read; Whoosh's load() reads them one document at a time."""
     if not isinstance(column, NumericColumn.Reader):
         return array("q", column.load())

@@ -127,13 +127,18 @@ def is_memory_file(rel: Path, root: Root) -> bool:
 
 def with_status(loaded: Loaded, state: RootState) -> Loaded:
     """The loaded entries with the status (tombstoned, pinned) the root's state gives them."""
-    if not loaded.entries or not state.marks:
-        return loaded
-    statuses = state.statuses(e.fp for e in loaded.entries)
-    if all(status == e.status for status, e in zip(statuses, loaded.entries, strict=True)):
-        return loaded
-    entries = tuple(e if s == e.status else replace(e, status=s) for s, e in zip(statuses, loaded.entries, strict=True))
-    return replace(loaded, entries=entries)
+    entries = _with_statuses(loaded.entries, state)
+    return loaded if entries is loaded.entries else replace(loaded, entries=entries)
+
+
+def _with_statuses(entries: tuple[Entry, ...], state: RootState) -> tuple[Entry, ...]:
+    """Entries with the status the root's state gives them; the same tuple when none changes."""
+    if not entries or not state.marks:
+        return entries
+    statuses = state.statuses(e.fp for e in entries)
+    if all(status == e.status for status, e in zip(statuses, entries, strict=True)):
+        return entries
+    return tuple(e if s == e.status else replace(e, status=s) for s, e in zip(statuses, entries, strict=True))
 
 
 class Syncer:
@@ -196,10 +201,11 @@ class Syncer:
                 old = self.index.entries_for(path)
             except BraindError:  # an index being repaired: the file itself is the truth
                 return self.sync_file(root, rel)
-            new = diary_entries(str(root.path), root.realm, path, date, [(number, ln) for _, ln in lines], old)
+            parsed = diary_entries(str(root.path), root.realm, path, date, [(number, ln) for _, ln in lines], old)
+            new = _with_statuses(tuple(parsed), self.states.of(root))  # the indexed entries carry theirs already
             record = FileRecord(str(root.path), path, data.size, data.mtime_ns, data.sha256)
             problems = self.problems.of(path) + tuple(replace(p, line=number) for p in skipped)
-            loaded = with_status(Loaded(path, record, (*old, *new), problems), self.states.of(root))
+            loaded = Loaded(path, record, (*old, *new), problems)
             self.apply(root, loaded)
             return loaded
 

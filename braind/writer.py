@@ -11,19 +11,35 @@ files are Whoosh's W3 format: its readers open them unchanged.
 
 from __future__ import annotations
 
+import io
 import pickle
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from whoosh.analysis import IDTokenizer
-from whoosh.codec.whoosh3 import W3Codec, W3FieldWriter, W3PostingsWriter, W3TermInfo
+from whoosh.codec.whoosh3 import (
+    LENGTHS_COLUMN,
+    W3Codec,
+    W3FieldWriter,
+    W3LeafMatcher,
+    W3PerDocReader,
+    W3PostingsWriter,
+    W3TermInfo,
+    W3TermsReader,
+)
+from whoosh.columns import NumericColumn, TranslatingColumnReader
 from whoosh.fields import FieldType, Schema, UnknownFieldError
+from whoosh.filedb.filetables import OrderedHashReader
 from whoosh.filedb.filetables import _lengths as _LENGTHS
-from whoosh.formats import Existence
-from whoosh.system import pack_ushort
+from whoosh.filedb.structfile import StructFile
+from whoosh.formats import Existence, Format
+from whoosh.system import pack_ushort, unpack_ushort
+from whoosh.util.numeric import byte_to_length
 from whoosh.writing import SegmentWriter
+
+from braind.postings import numbers
 
 INLINE_LIMIT = 16  # most words of a diary occur in a handful of entries
 BLOCK_LIMIT = 128  # Whoosh's default postings per block
@@ -32,6 +48,8 @@ _TERM_INFO = W3TermInfo._struct  # flags, weight, frequency, min and max length,
 
 # (field, term bytes, document, weight, value): a posting as Whoosh's merges hand it over.
 Posting = tuple[str, bytes, int, float, "bytes | None"]
+# A block of a posting list: document numbers, weights, and values (None for a format without them).
+Block = tuple[Sequence[int], Sequence[float], "Sequence[bytes | None] | None"]
 
 
 class Postings:
@@ -91,6 +109,29 @@ class TermPool:
         postings = self.add_term(terms, text, docnum, weight)
         if value:
             postings.values.append(value)
+
+    def add_block(self, fieldname: str, text: bytes, block: Block, docmap: Any) -> None:
+        """A block of a merged segment's postings: renumbered by `docmap`, deleted documents left out."""
+        docs, weights, values = block
+        kept: Sequence[int]
+        if isinstance(docmap, int):  # no deletions: numbers shift by the segment's first document
+            kept = range(len(docs))
+            renumbered = [docmap + doc for doc in docs]
+        else:
+            kept = [i for i, doc in enumerate(docs) if doc in docmap]
+            renumbered = [docmap[docs[i]] for i in kept]
+        if not renumbered:
+            return
+        terms = self.terms(fieldname)
+        postings = terms.get(text)
+        if postings is None:
+            postings = terms[text] = Postings()
+        elif postings.docs[-1] >= renumbered[0]:
+            self.unsorted.add((fieldname, text))
+        postings.docs.extend(renumbered)
+        postings.weights.extend([weights[i] for i in kept])
+        if values is not None:
+            postings.values.extend(value for i in kept if (value := values[i]))
 
     def sorted_terms(self, fieldname: str) -> list[tuple[bytes, Postings]]:
         """A field's terms in order, each with its postings in document order."""
@@ -284,11 +325,94 @@ class Writer(SegmentWriter):
         if plan.column:
             self.perdocwriter.add_column_value(name, plan.column, plan.field.to_column_value(value))
 
+    def write_per_doc(self, fieldnames: set[str], reader: Any) -> dict[int, int] | None:
+        """Copy a merged segment's documents: Whoosh's loop, with each column read once, not per document.
+
+        Whoosh asks the file system whether a field's length column exists for every field of every document.
+        """
+        perdoc = getattr(reader, "_perdoc", None)
+        if not isinstance(perdoc, W3PerDocReader) or any(self.schema[name].vector for name in fieldnames):
+            return super().write_per_doc(fieldnames, reader)
+        lengths = {name: _column(perdoc, f"_{name}_len", LENGTHS_COLUMN) for name in fieldnames}
+        columns = {name: _column(perdoc, name, self.schema[name].column_type) for name in fieldnames}
+        docmap: dict[int, int] | None = {} if reader.has_deletions() else None
+        pdw, schema = self.perdocwriter, self.schema
+        for docnum, stored in reader.iter_docs():
+            if docmap is not None:
+                docmap[docnum] = self.docnum
+            pdw.start_doc(self.docnum)
+            for name in fieldnames | {name for name in stored if name in schema}:
+                field, sizes, column = schema[name], lengths.get(name), columns.get(name)
+                pdw.add_field(name, field, stored.get(name), byte_to_length(sizes[docnum]) if sizes else 0)
+                if column is not None:
+                    pdw.add_column_value(name, field.column_type, column[docnum])
+            pdw.finish_doc()
+            self.docnum += 1
+        return docmap
+
+    def add_postings_to_pool(self, reader: Any, startdoc: int, docmap: dict[int, int] | None) -> None:
+        """Copy a merged segment's postings a block at a time, reading its terms file in one go.
+
+        Whoosh looks each term up again by its hash, a few bytes at a time, and hands over one tuple per posting.
+        """
+        terms = getattr(reader, "_terms", None)
+        if not isinstance(terms, W3TermsReader) or not isinstance(terms._tindex, OrderedHashReader):
+            super().add_postings_to_pool(reader, startdoc, docmap)
+            return
+        mapping = startdoc if docmap is None else docmap
+        for fieldname, text, info in _term_infos(terms):
+            if fieldname in self.schema:
+                for block in _posting_blocks(terms, info, self.schema[fieldname].format):
+                    self.pool.add_block(fieldname, text, block, mapping)
+
     def _flush_segment(self) -> None:
         """Write the segment's stored fields, then its terms from the pool."""
         self.perdocwriter.close()
         self.fieldwriter.add_pool(self.schema, self.pool)
         self.fieldwriter.close()
+
+
+def _column(perdoc: W3PerDocReader, name: str, kind: Any) -> Sequence[Any] | None:
+    """A segment's column read whole, or None when the segment has none (or the field is not a column)."""
+    if kind is None or not perdoc.has_column(name):
+        return None
+    column = perdoc.column_reader(name, kind)
+    if isinstance(column, TranslatingColumnReader):
+        column = column.raw_column()
+    return numbers(column) if isinstance(column, NumericColumn.Reader) else column
+
+
+def _term_infos(terms: W3TermsReader) -> Iterator[tuple[str, bytes, W3TermInfo]]:
+    """Every (field, term, term info) of a segment, in order, from one read of its terms file."""
+    table = terms._tindex
+    data = table.dbfile.get(table.startofdata, table.endofdata - table.startofdata)
+    position, size, unpack = 0, len(data), _LENGTHS.unpack_from
+    while position < size:
+        keylen, infolen = unpack(data, position)
+        key = position + _LENGTHS.size
+        info = key + keylen
+        field = terms._fieldunmap[unpack_ushort(data[key : key + 2])[0]]
+        yield field, data[key + 2 : info], W3TermInfo.from_bytes(data[info : info + infolen])
+        position = info + infolen
+
+
+def _posting_blocks(terms: W3TermsReader, info: W3TermInfo, format_: Format) -> Iterator[Block]:
+    """A term's postings block by block: from the term info when inlined, else from one read of the list."""
+    with_values = format_.fixed_value_size() != 0
+    if info.is_inlined():
+        docs, weights, values = info.inlined_postings()
+        yield docs, weights, values if with_values else None
+        return
+    offset, length = info.extent()
+    length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
+    matcher = W3LeafMatcher(StructFile(io.BytesIO(terms._postfile.get(offset, length))), 0, length, format_)
+    while matcher.is_active():
+        matcher._read_ids()
+        matcher._read_weights()
+        if with_values:
+            matcher._read_values()
+        yield matcher._ids, matcher._weights, matcher._values if with_values else None
+        matcher._next_block()
 
 
 def open_writer(ix: Any, **kwargs: Any) -> Writer:

@@ -8,6 +8,7 @@ import random
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,10 @@ from whoosh.query import And
 from whoosh.system import pack_uint
 
 from braind import analysis
+from braind import writer as writer_module
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
-from braind.index import SCHEMA_VERSION, FileRecord, Index, add_file, make_schema, open_whoosh
+from braind.index import SCHEMA_VERSION, FileRecord, Index, _write_batch, add_file, make_schema, open_whoosh
 from braind.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
 from tests.conftest import wait_until
 
@@ -203,6 +205,45 @@ def test_an_appended_line_commits_one_entry_document(index: Index) -> None:
     newest = max(index._searcher.reader().leaf_readers(), key=lambda pair: pair[1])[0]
     assert sorted(doc.get("kind", "diary") for doc in newest.all_stored_fields()) == ["diary", "file"]
     assert index.search("kafka")[1] == 51 and index._searcher.doc_count() == 52
+
+
+def test_appends_are_found_exactly_once_before_during_and_after_commits(index: Index) -> None:
+    """A note extends the very entries the index handed out (as the syncer does): only the new ones are matched
+    by hand, the committed documents stay, and no step of a commit shows an entry twice or loses one."""
+    rec = record("diary/2026-01-10.md")
+    lines: list[str] = []
+
+    def append(text: str) -> None:
+        old = index.entries_for(rec.path)
+        index.replace_file(rec, [*old, entry(text, len(old) + 1)])
+        lines.append(text)
+
+    def found() -> tuple[int, list[str]]:
+        hits, total = index.search("kafka", limit=500)
+        return total, sorted(hit.entry.text for hit in hits)
+
+    for n in range(5):
+        append(f"kafka {n}")
+        assert found() == (len(lines), sorted(lines))
+    index.commit()
+    append("kafka 5")  # queued on top of what the searcher holds
+    assert found() == (6, sorted(lines))
+    batch = index._take_batch()  # a commit starts; a note arrives before it is searchable
+    append("kafka 6")
+    assert found() == (7, sorted(lines))
+    _write_batch(index._ix, batch, index._known_entries())
+    assert found() == (7, sorted(lines))
+    index._publish(batch)
+    assert found() == (7, sorted(lines))
+    index.commit()
+    assert found() == (7, sorted(lines)) and index._searcher.doc_count() == 8
+    old = index.entries_for(rec.path)
+    marked = [replace(e, status="tombstoned") if e.text == "kafka 0" else replace(e) for e in old]
+    index.replace_file(rec, marked)  # a re-read file: equal entries, new objects; its documents are all replaced
+    lines.remove("kafka 0")
+    assert found() == (6, sorted(lines))
+    index.commit()
+    assert found() == (6, sorted(lines))
 
 
 def _edit(rng: random.Random, day: list[tuple[str, str, str]]) -> None:
@@ -603,8 +644,8 @@ def _write_batches(directory: Path, make_writer: Callable[[Any], Any], batches: 
         writer.commit()
 
 
-def test_braind_writer_writes_what_whoosh_writes(tmp_path: Path) -> None:
-    """Short lists inlined, long ones in several blocks, values, deletions and merges: all read back alike."""
+def _writer_batches() -> list[dict[str, list[Entry]]]:
+    """Days of entries with values (triggers), long and short lists, then rewrites that delete documents."""
     rng = random.Random(5)
     words = ["common", "kafka", "乌龙茶", "deploy"] + [f"rare{n}" for n in range(300)]
 
@@ -624,13 +665,51 @@ def test_braind_writer_writes_what_whoosh_writes(tmp_path: Path) -> None:
 
     batches = [{"diary/2026-01-10.md": day("2026-01-10", 300)}, {"diary/2026-01-11.md": day("2026-01-11", 40)}]
     batches += [{f"diary/2026-01-{d}.md": day(f"2026-01-{d}", 5)} for d in range(12, 20)]
-    batches += [{"diary/2026-01-10.md": day("2026-01-10", 200)}, {"diary/2026-01-13.md": []}]
+    return [*batches, {"diary/2026-01-10.md": day("2026-01-10", 200)}, {"diary/2026-01-13.md": []}]
+
+
+def test_braind_writer_writes_what_whoosh_writes(tmp_path: Path) -> None:
+    """Short lists inlined, long ones in several blocks, values, deletions and merges: all read back alike."""
+    batches = _writer_batches()
     _write_batches(tmp_path / "braind", open_writer, batches)
     _write_batches(tmp_path / "whoosh", lambda ix: ix.writer(), batches)
     ours, theirs = _dump(tmp_path / "braind"), _dump(tmp_path / "whoosh")
     assert ours == theirs
     lengths = [len(postings) for _, postings in ours["terms"].values()]
     assert max(lengths) > 2 * BLOCK_LIMIT and min(lengths) < INLINE_LIMIT
+
+
+def test_a_merge_copies_segments_as_whooshs_own_merge_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments with deletions, values, inlined and blocked lists merged into one: the same terms and documents."""
+    blocks = 0
+    read_blocks = writer_module._posting_blocks
+
+    def counted(*args: Any) -> Iterator[Any]:
+        nonlocal blocks
+        for block in read_blocks(*args):
+            blocks += 1
+            yield block
+
+    monkeypatch.setattr(writer_module, "_posting_blocks", counted)
+    batches = _writer_batches()
+    for name, make_writer in (("braind", open_writer), ("whoosh", lambda ix: ix.writer())):
+        _write_batches(tmp_path / name, lambda ix, make=make_writer: _unmerged(make(ix)), batches)
+        ix = open_whoosh(tmp_path / name)
+        assert len(ix._segments()) == len(batches)
+        make_writer(ix).commit(optimize=True)  # every segment merged into one by this writer
+        assert len(open_whoosh(tmp_path / name)._segments()) == 1
+    assert blocks > len(batches)  # the merge went through braind's block copy
+    ours, theirs = _dump(tmp_path / "braind"), _dump(tmp_path / "whoosh")
+    assert ours == theirs
+    final = {name: entries for batch in batches for name, entries in batch.items()}  # each file's last version
+    assert len(ours["docs"]) == sum(1 + len(entries) for entries in final.values())  # a record, then its entries
+
+
+def _unmerged(writer: Any) -> Any:
+    """A writer whose commit never merges segments, so that each batch stays a segment of its own."""
+    commit = writer.commit
+    writer.commit = lambda: commit(merge=False)
+    return writer
 
 
 @pytest.mark.parametrize("format_", [Existence(), Frequency()], ids=["without values", "with values"])

@@ -88,9 +88,9 @@ def test_numeric_columns_read_in_one_go_equal_whoosh_reading_each_document(index
     for reader in _readers(index):
         stamps = reader.column_reader("stamp", translate=False)
         lengths = reader._perdoc.column_reader(f"_{analysis.FIELD}_len", LENGTHS_COLUMN)
-        assert list(postings._numbers(stamps)) == list(stamps.load())
-        assert list(postings._numbers(lengths)) == list(lengths.load())
-        assert len(postings._numbers(stamps)) == reader.doc_count_all()
+        assert list(postings.numbers(stamps)) == list(stamps.load())
+        assert list(postings.numbers(lengths)) == list(lengths.load())
+        assert len(postings.numbers(stamps)) == reader.doc_count_all()
 
 
 def test_scores_of_a_replaced_searcher_are_forgotten(index: Index) -> None:
