@@ -22,6 +22,7 @@ from braind.problems import Problems
 from braind.roots import Root
 from braind.server import SocketServer
 from braind.service import Memory
+from braind.statelock import StateLock
 from braind.sync import Syncer
 from braind.watcher import Watcher
 
@@ -65,12 +66,13 @@ class Daemon:
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        self._install_signals()
-        try:
-            self.start()
-            self.stopping.wait()
-        finally:
-            self.stop()
+        with StateLock(self.config.state_dir):
+            self._install_signals()
+            try:
+                self.start()
+                self.stopping.wait()
+            finally:
+                self.stop()
 
     def start(self) -> None:
         """Bring every part up in dependency order and tell systemd when ready."""

@@ -6,10 +6,12 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 from braind.errors import BraindError, Rejected
 
+_SETTLE_S = 0.002  # how long a file that seems to end mid-line is given to finish a write in progress
 _APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
@@ -91,10 +93,21 @@ def _refusal(exc: OSError, name: str) -> BraindError:
 
 
 def _separator(fd: int, size: int) -> str:
-    """A newline when the file does not end with one (an editor saved without it)."""
-    if size == 0:
-        return ""
-    return "" if os.pread(fd, 1, size - 1) == b"\n" else "\n"
+    """A newline when the file does not end with one (an editor saved without it).
+
+    A last byte that is not a newline may also be another process's append seen half done: a
+    write that crosses a page becomes visible a page at a time. Such a file grows within a
+    moment, so it is looked at again; one that stays as it is gets the newline.
+    """
+    while size:
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return ""
+        time.sleep(_SETTLE_S)
+        grown = os.fstat(fd).st_size
+        if grown == size:
+            return "\n"
+        size = grown
+    return ""
 
 
 def _write_once(fd: int, data: bytes, name: str) -> None:

@@ -874,6 +874,23 @@ def test_what_is_not_a_socket_at_the_socket_path_is_refused_and_left_in_place(
     finish(daemon)
 
 
+def test_a_second_daemon_on_the_same_state_dir_refuses_to_start(make_daemon: Callable[..., Daemon]) -> None:
+    """Another socket, even the first one's socket file gone: the state directory still has one daemon."""
+    first = make_daemon(SERVER)
+    first.call("brain_note", text="the first daemon holds this")
+    shared = {**SERVER, "memory_root": str(first.root), "state_dir": str(first.state)}
+    second = make_daemon(shared, start=False, name="second")
+    second.root, second.state = first.root, first.state  # what the helpers below look at
+    logged = refused_start(second)
+    assert "already_running" in logged and str(first.state) in logged, "with a socket of its own"
+    first.socket.unlink()  # what a person clearing a "stale" socket by hand does
+    assert "already_running" in refused_start(second), "after the first one's socket file was removed"
+    first.stop()
+    second.start()  # the lock goes with the daemon that held it
+    assert "the first daemon holds this" in second.recall("first daemon")
+    finish(second)
+
+
 def test_a_second_daemon_on_a_live_socket_refuses_to_start(make_daemon: Callable[..., Daemon]) -> None:
     first = make_daemon(SERVER)
     first.call("brain_note", text="the first daemon holds this")

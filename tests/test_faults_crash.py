@@ -414,6 +414,34 @@ def test_append_order_is_write_then_fsync(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert calls.log.count(("fsync", str(tmp_path))) == 1
 
 
+def test_an_append_seen_half_done_gets_no_empty_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dir_fd: int
+) -> None:
+    """Another process's line, visible up to a page boundary when braind looks, is finished a moment later."""
+    day = tmp_path / "2026-01-02.md"
+    day.write_text("[09:00] first\n[09:01] an editor's line, its first page")
+    finished = []
+
+    def the_rest_arrives(seconds: float) -> None:  # the other write completes while braind waits
+        if not finished:
+            with open(day, "a") as other:
+                other.write(" and the rest\n")
+            finished.append(seconds)
+
+    monkeypatch.setattr(fsutil.time, "sleep", the_rest_arrives)
+    fsutil.append_line(dir_fd, day.name, "[10:00] braind's note")
+    whole = "[09:01] an editor's line, its first page and the rest"
+    assert day.read_text() == f"[09:00] first\n{whole}\n[10:00] braind's note\n"
+    assert finished
+
+
+def test_a_file_saved_without_a_final_newline_gets_one_before_the_note(tmp_path: Path, dir_fd: int) -> None:
+    day = tmp_path / "2026-01-02.md"
+    day.write_text("[09:00] saved without a newline")
+    fsutil.append_line(dir_fd, day.name, "[10:00] note")
+    assert day.read_text() == "[09:00] saved without a newline\n[10:00] note\n"
+
+
 def test_replace_order_is_write_fsync_replace_fsync_dir(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dir_fd: int
 ) -> None:
