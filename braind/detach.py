@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 
 from braind.errors import BraindError
+from braind.statelock import lock_exclusively
 
 
 class PidFile:
@@ -21,13 +22,7 @@ class PidFile:
         self.fd: int | None = None
 
     def __enter__(self) -> PidFile:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise BraindError("already_running", f"braind is already running (pidfile {self.path} is locked)") from None
+        fd = lock_exclusively(self.path, f"braind is already running (pidfile {self.path} is locked)")
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self.fd = fd

@@ -24,16 +24,7 @@ class StateLock:
         self._fd: int | None = None
 
     def __enter__(self) -> StateLock:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise Unavailable(
-                "already_running", f"another braind is using the state directory {self.path.parent}"
-            ) from None
-        self._fd = fd
+        self._fd = lock_exclusively(self.path, f"another braind is using the state directory {self.path.parent}")
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
@@ -41,3 +32,15 @@ class StateLock:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def lock_exclusively(path: Path, held: str) -> int:
+    """Open (or create) a private lock file and flock it; `already_running` saying `held` when another has it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Unavailable("already_running", held) from None
+    return fd
