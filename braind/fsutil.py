@@ -12,6 +12,7 @@ from pathlib import Path
 from braind.errors import BraindError, Rejected
 
 _SETTLE_S = 0.002  # how long a file that seems to end mid-line is given to finish a write in progress
+_LOOKS = 5  # a file that keeps growing mid-line is not waited for longer than this many pauses
 _APPEND = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
@@ -97,17 +98,17 @@ def _separator(fd: int, size: int) -> str:
 
     A last byte that is not a newline may also be another process's append seen half done: a
     write that crosses a page becomes visible a page at a time. Such a file grows within a
-    moment, so it is looked at again; one that stays as it is gets the newline.
+    moment, so it is looked at again; one that stays as it is, or keeps growing mid-line, gets the newline.
     """
-    while size:
-        if os.pread(fd, 1, size - 1) == b"\n":
+    for _ in range(_LOOKS):
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
             return ""
         time.sleep(_SETTLE_S)
         grown = os.fstat(fd).st_size
         if grown == size:
-            return "\n"
+            break
         size = grown
-    return ""
+    return "\n"
 
 
 def _write_once(fd: int, data: bytes, name: str) -> None:

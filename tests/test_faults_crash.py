@@ -435,6 +435,25 @@ def test_an_append_seen_half_done_gets_no_empty_line(
     assert finished
 
 
+def test_a_file_that_keeps_growing_mid_line_is_not_waited_for_forever(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dir_fd: int
+) -> None:
+    """Another process appending without newlines at every look: the note still goes in, on a line of its own."""
+    day = tmp_path / "2026-01-02.md"
+    day.write_text("[09:00] first\nno newline yet")
+    pauses = []
+
+    def more_without_a_newline(seconds: float) -> None:
+        with open(day, "a") as other:
+            other.write(" more")
+        pauses.append(seconds)
+
+    monkeypatch.setattr(fsutil.time, "sleep", more_without_a_newline)
+    fsutil.append_line(dir_fd, day.name, "[10:00] note")
+    assert day.read_text().endswith(" more\n[10:00] note\n")
+    assert 1 < len(pauses) <= 10
+
+
 def test_a_file_saved_without_a_final_newline_gets_one_before_the_note(tmp_path: Path, dir_fd: int) -> None:
     day = tmp_path / "2026-01-02.md"
     day.write_text("[09:00] saved without a newline")
