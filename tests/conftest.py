@@ -197,6 +197,13 @@ def yesterday() -> str:
     return (dt.datetime.now().astimezone().date() - dt.timedelta(days=1)).isoformat()
 
 
+def days_ago(n: int) -> str:
+    """The local date n days back, so that tests never depend on the calendar."""
+    import datetime as dt
+
+    return (dt.datetime.now().astimezone().date() - dt.timedelta(days=n)).isoformat()
+
+
 def run_cli(*args: str, config: Path | None = None, check: bool = False, **kw: Any) -> subprocess.CompletedProcess[str]:
     """Run the installed CLI entry point the way a person would."""
     cmd = [sys.executable, "-m", "braind", *args] + (["--config", str(config)] if config else [])

@@ -30,7 +30,7 @@ import pytest
 from braind import fsutil
 from braind.client import Client
 from braind.errors import BraindError
-from tests.conftest import Daemon, today, wait_until
+from tests.conftest import Daemon, days_ago, today, wait_until
 from tests.faults import assert_index_matches_files
 
 SEED = int(os.environ.get("BRAIND_FAULT_SEED", "7"))
@@ -784,39 +784,38 @@ def test_unavailable_root_at_start_purges_nothing(make_daemon: Callable[..., Dae
 
 LOG_ENTRY = (
     "---\nname: {name}\ntype: reference\ndescription: {name} notes\n---\n\n"
-    "# {name}\n\n## [{word}] 2026-11-01 10:00\n{word} body\n"
+    "# {name}\n\n## [{word}] {day} 10:00\n{word} body\n"
 )
 
 
 def test_offline_changes_are_all_reflected_after_start(make_daemon: Callable[..., Daemon]) -> None:
     d = make_daemon(start=False)
+    day = [days_ago(n) for n in range(10, 16)]  # dates inside a 30-day window whatever today is
     diary, logs, staging = d.root / "diary", d.root / "logs", d.root / "staging"
     for path in (diary, logs, staging):
         path.mkdir(parents=True)
-    (diary / "2026-01-01.md").write_text("[10:00] original wording lark\n", encoding="utf-8")
-    (diary / "2026-01-02.md").write_text("[10:00] deleted offline pipit\n", encoding="utf-8")
-    (diary / "2026-01-03.md").write_text("[10:00] renamed offline bunting\n", encoding="utf-8")
-    (logs / "alpha.md").write_text(LOG_ENTRY.format(name="alpha", word="moorhen"), encoding="utf-8")
-    (staging / "beta.md").write_text(LOG_ENTRY.format(name="beta", word="gannet"), encoding="utf-8")
+    (diary / f"{day[1]}.md").write_text("[10:00] original wording lark\n", encoding="utf-8")
+    (diary / f"{day[2]}.md").write_text("[10:00] deleted offline pipit\n", encoding="utf-8")
+    (diary / f"{day[3]}.md").write_text("[10:00] renamed offline bunting\n", encoding="utf-8")
+    (logs / "alpha.md").write_text(LOG_ENTRY.format(name="alpha", word="moorhen", day=day[0]), encoding="utf-8")
+    (staging / "beta.md").write_text(LOG_ENTRY.format(name="beta", word="gannet", day=day[0]), encoding="utf-8")
     d.start()
-    assert d.recall("lark", days=365) == ["original wording lark"] and d.recall("gannet") == []
+    assert d.recall("lark") == ["original wording lark"] and d.recall("gannet") == []
     d.stop()
-    same = diary / "2026-01-01.md"
+    same = diary / f"{day[1]}.md"
     before = same.stat()
     same.write_text("[10:00] modified wording wren\n", encoding="utf-8")  # same size, same mtime
     os.utime(same, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert (same.stat().st_size, same.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
-    (diary / "2026-01-02.md").unlink()
-    (diary / "2026-01-03.md").rename(diary / "2026-01-04.md")
-    (diary / "2026-01-05.md").write_text("[10:00] added offline siskin\n", encoding="utf-8")
+    (diary / f"{day[2]}.md").unlink()
+    (diary / f"{day[3]}.md").rename(diary / f"{day[4]}.md")
+    (diary / f"{day[5]}.md").write_text("[10:00] added offline siskin\n", encoding="utf-8")
     logs.rename(d.root / "attic")  # a directory moved out of memory ...
     staging.rename(logs)  # ... and another moved in
     d.start()
-    assert d.recall("wren", days=365) == ["modified wording wren"] and d.recall("lark", days=365) == []
-    assert d.recall("pipit", days=365) == []
-    assert [h["path"] for h in d.call("brain_recall", query="bunting", days=365)["hits"]] == [
-        str(diary / "2026-01-04.md")
-    ]
-    assert d.recall("siskin", days=365) == ["added offline siskin"]
+    assert d.recall("wren") == ["modified wording wren"] and d.recall("lark") == []
+    assert d.recall("pipit") == []
+    assert [h["path"] for h in d.call("brain_recall", query="bunting")["hits"]] == [str(diary / f"{day[4]}.md")]
+    assert d.recall("siskin") == ["added offline siskin"]
     assert d.recall("moorhen") == [] and d.recall("gannet") == ["gannet\ngannet body"]
     assert_index_matches_files(d)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import shutil
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from braind.errors import BraindError
-from tests.conftest import Daemon, today, wait_until
+from tests.conftest import Daemon, days_ago, today, wait_until
 from tests.faults import assert_index_matches_files
 
 OPEN = {"approval": {"mode": "open"}}
@@ -39,11 +38,6 @@ def tree_digest(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
-
-
-def days_ago(n: int) -> str:
-    """The local date n days back."""
-    return (dt.datetime.now().astimezone().date() - dt.timedelta(days=n)).isoformat()
 
 
 def write_diary(daemon: Daemon, day: str, *lines: str) -> None:
