@@ -3,7 +3,8 @@
 (a) the original diary plugin: a linear scan of the window's diary files with
 case-insensitive substring AND; (b) SQLite FTS5 from the standard library,
 queried in-process: the floor of a C full-text engine; (c) plain Whoosh with
-default writer settings, for the build rate.
+default writer settings, for the build rate. The recall-quality run asks whole
+questions of (a) over all of a root and of (d), FTS5 BM25 with the words OR-ed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from bench import corpus, proc
 
 LIMIT = 20
+Place = tuple[str, int]  # an entry's diary date and line number
 
 
 def window_paths(root: Path, days: int, today: dt.date) -> list[Path]:
@@ -39,6 +41,22 @@ def scan(root: Path, words: Sequence[str], days: int, today: dt.date) -> tuple[l
         text = path.read_text(encoding="utf-8")
         hits += [line for line in text.splitlines() if all(n in line.lower() for n in needles)]
     return hits[:LIMIT], len(hits)
+
+
+def scan_all(root: Path, question: str, limit: int) -> list[Place]:
+    """Baseline (a) over all of a root: lines holding every whitespace-separated word, newest first."""
+    needles = [word.lower() for word in question.split()]
+    hits: list[Place] = []
+    if not needles:
+        return hits
+    for path in sorted((root / "diary").glob("*.md"), reverse=True):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number in range(len(lines), 0, -1):
+            if all(n in lines[number - 1].lower() for n in needles):
+                hits.append((path.stem, number))
+                if len(hits) == limit:
+                    return hits
+    return hits
 
 
 def fts5_available() -> bool:
@@ -104,6 +122,40 @@ class Fts5:
 def _match(words: Sequence[str]) -> str:
     """An FTS5 query: every word as a quoted prefix, AND-ed."""
     return " AND ".join('"' + word.replace('"', '""') + '"*' for word in words)
+
+
+class Fts5Ranked:
+    """Baseline (d): entries in an in-memory FTS5 table (default tokenizer), questions' words OR-ed, BM25 first."""
+
+    def __init__(self, entries: Sequence[tuple[Place, str]]) -> None:
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE VIRTUAL TABLE entries USING fts5(text, date UNINDEXED, line UNINDEXED)")
+        with self.db:
+            self.db.executemany(
+                "INSERT INTO entries(rowid, text, date, line) VALUES (?, ?, ?, ?)",
+                ((i, text, date, line) for i, ((date, line), text) in enumerate(entries)),
+            )
+
+    def search(self, question: str, limit: int) -> list[Place]:
+        """The best `limit` entries for a question; ties go to the later entry."""
+        query = any_word(question)
+        if not query:
+            return []
+        rows = self.db.execute(
+            "SELECT date, line FROM entries WHERE entries MATCH ? ORDER BY bm25(entries), rowid DESC LIMIT ?",
+            (query, limit),
+        ).fetchall()
+        return [(str(date), int(line)) for date, line in rows]
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+
+def any_word(question: str) -> str:
+    """An FTS5 query: each whitespace-separated word that has a letter or digit, quoted, OR-ed."""
+    words = (word for word in question.split() if any(c.isalnum() for c in word))
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
 def whoosh_build(root: Path, directory: Path) -> dict[str, float]:

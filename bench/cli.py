@@ -1,16 +1,18 @@
-"""The command line: pick a plan, run each corpus size, print and write the report."""
+"""The command line: pick a plan, run each corpus size, print and write the report; or measure recall quality."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, plan, proc, profile, report
+from bench import baselines, locomo, plan, proc, profile, quality, quality_report, report
 from bench.run import SizeRun, say
+from braind.config import RecallConfig
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -20,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Benchmark the real braind daemon over its socket against baselines on the same corpus.",
+        epilog="`python -m bench quality PATH...` measures recall quality instead (see its --help).",
     )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="the 10k corpus with fewer rounds (about 2 minutes)")
@@ -34,8 +37,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_quality_parser() -> argparse.ArgumentParser:
+    """The options of `python -m bench quality`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench quality",
+        description="Recall quality on LoCoMo-format conversations: every question asked as written of the real "
+        "daemon, beside SQLite FTS5 BM25 and the diary plugin's scan on the same entries.",
+    )
+    parser.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="a LoCoMo-format JSON file: one conversation or a list"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help=f"where the report is written (default {OUT})")
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; exit status 1 when it could not run."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["quality"]:
+        return run_quality(argv[1:])
     args = build_parser().parse_args(argv)
     if args.entries and min(args.entries) < 100:
         build_parser().error("--entries must be at least 100")
@@ -61,3 +81,34 @@ def run_all(chosen: plan.Plan, out: Path, seed: int, profiled: bool) -> list[dic
     """Every corpus size of the plan, smallest first."""
     say(f"{chosen.name} run: {', '.join(f'{n:,}' for n in chosen.sizes)} entries")
     return [SizeRun(n, chosen, out, seed, profiled).run() for n in sorted(chosen.sizes)]
+
+
+def names(paths: Sequence[Path]) -> list[str]:
+    """A label for each file: its name, or its whole path when two files share a name."""
+    counts = Counter(p.name for p in paths)
+    return [p.name if counts[p.name] == 1 else str(p) for p in paths]
+
+
+def run_quality(argv: Sequence[str]) -> int:
+    """Measure recall quality; exit status 1 when a file is not a conversation or FTS5 is missing."""
+    args = build_quality_parser().parse_args(argv)
+    if not baselines.fts5_available():
+        print("bench: error: this Python's SQLite has no FTS5", file=sys.stderr)
+        return 1
+    conversations = []
+    for path, name in zip(args.paths, names(args.paths), strict=True):
+        try:
+            conversations += locomo.load(path, name)
+        except locomo.NotLocomo as exc:
+            print(f"bench: error: {path}: not a LoCoMo conversation: {exc}", file=sys.stderr)
+            return 1
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
+    hardware = proc.hardware()
+    results = quality.run_all(conversations)
+    hardware["load_end"] = proc.loadavg()
+    doc = quality_report.document(hardware, results, RecallConfig().scan_days)
+    md, js = quality_report.write(args.out, stamp, doc)
+    print(md.read_text(encoding="utf-8"))
+    say(f"wrote {md} and {js}")
+    return 0

@@ -1,7 +1,8 @@
-"""The benchmark suite still works: a smoke run writes a complete report. No timing is asserted."""
+"""The benchmark suite works: a smoke run and a recall-quality run write complete reports. No timing is asserted."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import subprocess
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench import locomo
+from bench import quality as quality_run
 
 REPO = Path(__file__).resolve().parent.parent
 CLASSES = ("2w_common", "2w_medium", "2w_rare", "3w_common", "3w_medium", "3w_rare", "2w_chinese")
@@ -109,3 +113,195 @@ def test_the_corpus_is_cached_for_the_next_run(smoke: Path) -> None:
     corpus = only(smoke, "corpus-500-*")
     assert (corpus / "corpus.json").is_file()
     assert any((corpus / "root" / "diary").glob("*.md"))
+
+
+# The recall-quality run: `python -m bench quality` on the hand-written LoCoMo-format fixture.
+
+LOCOMO = REPO / "fixtures" / "locomo"
+SYSTEMS = ("braind", "fts5", "scan")
+KS = ("hit@1", "hit@5", "hit@10")
+CATEGORY_LABELS = ("1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial")
+
+
+@pytest.fixture(scope="module")
+def quality(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output directory of one `python -m bench quality fixtures/locomo/*.json` run (the real daemon)."""
+    out = tmp_path_factory.mktemp("quality")
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "quality", *map(str, sorted(LOCOMO.glob("*.json"))), "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "## braind recall quality" in run.stdout
+    return out
+
+
+def quality_json(out: Path) -> dict[str, Any]:
+    """The JSON report of the quality run."""
+    document: dict[str, Any] = json.loads(only(out, "quality-*.json").read_text(encoding="utf-8"))
+    return document
+
+
+def fixture_questions() -> list[dict[str, Any]]:
+    """Every question of the fixture's conversations, as written in the files."""
+    return [qa for path in sorted(LOCOMO.glob("*.json")) for qa in json.loads(path.read_text(encoding="utf-8"))["qa"]]
+
+
+def is_rate(value: Any) -> bool:
+    """A hit rate: a number from 0 to 1."""
+    return is_number(value) and 0 <= value <= 1
+
+
+def test_quality_reports_every_hit_rate_of_every_system(quality: Path) -> None:
+    systems = quality_json(quality)["figures"]["systems"]
+    assert sorted(systems) == sorted(SYSTEMS)
+    for name, found in systems.items():
+        assert found["all"]["questions"] == len(fixture_questions()), name
+        assert all(is_rate(found["all"][k]) for k in KS), (name, found["all"])
+
+
+def test_quality_reports_every_category_with_its_count(quality: Path) -> None:
+    asked = fixture_questions()
+    for name, found in quality_json(quality)["figures"]["systems"].items():
+        assert sorted(found["categories"]) == ["1", "2", "3", "4", "5"], name
+        for category, figures in found["categories"].items():
+            assert figures["questions"] == sum(1 for qa in asked if str(qa["category"]) == category) > 0
+            assert all(is_rate(figures[k]) for k in KS), (name, category, figures)
+
+
+def test_quality_reports_latency_ratio_and_published_figures(quality: Path) -> None:
+    figures = quality_json(quality)["figures"]
+    latency = figures["latency_ms"]
+    assert latency["n"] == len(fixture_questions())
+    assert all(is_number(latency[k]) and latency[k] > 0 for k in ("mean", "p50", "p95", "max"))
+    assert is_number(figures["ratio_hit5_braind_fts5"]) and figures["ratio_hit5_braind_fts5"] >= 0
+    published = {p["system"]: p for p in figures["published"]}
+    assert published["basic-memory"]["hit@5"] == 0.733 and published["mem0 (local)"]["hit@5"] == 0.791
+    assert not any(p["measured_here"] for p in published.values())
+    assert figures["without_evidence"] == sum(1 for qa in fixture_questions() if not qa["evidence"]) == 1
+
+
+def test_quality_lists_each_question_with_its_found_ranks(quality: Path) -> None:
+    listed = quality_json(quality)["questions"]
+    assert sorted(q["question"] for q in listed) == sorted(qa["question"] for qa in fixture_questions())
+    for q in listed:
+        assert q["category"] in (1, 2, 3, 4, 5)
+        assert sorted(q["ranks"]) == sorted(SYSTEMS)
+        assert all(rank is None or rank in range(1, 11) for rank in q["ranks"].values()), q
+
+
+def test_quality_maps_the_baselines_hits_back_to_their_turns(quality: Path) -> None:
+    ranks = {q["question"]: q["ranks"] for q in quality_json(quality)["questions"]}
+    # Written without a question mark, so every word is a substring of the one turn that answers it.
+    assert ranks["When did Kofi repaint the shed"]["scan"] == 1
+    assert ranks["What did Biscuit learn to jump into"]["scan"] == 1
+    assert ranks["What did Biscuit learn to jump into"]["fts5"] == 1  # 'biscuit' and 'jump' are in no other turn
+    assert ranks["What is the name of Kofi's choir?"] == dict.fromkeys(SYSTEMS)  # it names no evidence
+
+
+def test_quality_writes_every_entry_and_the_daemon_indexes_them(quality: Path) -> None:
+    conversations = {c["file"]: c for c in quality_json(quality)["conversations"]}
+    assert sorted(conversations) == ["allotment.json", "harbour.json"]
+    assert conversations["harbour.json"]["entries"] == 27 and conversations["allotment.json"]["entries"] == 18
+    for name, c in conversations.items():
+        assert c["indexed"] == c["entries"] and c["skipped_lines"] == 0 and c["rejected_files"] == 0, name
+        assert all(is_rate(c[s][k]) for s in SYSTEMS for k in KS), name
+
+
+def test_quality_markdown_has_the_overall_category_and_latency_tables(quality: Path) -> None:
+    text = only(quality, "quality-*.md").read_text(encoding="utf-8")
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    systems = ("braind", "SQLite FTS5 BM25, words OR-ed", "diary plugin scan, substring AND")
+    for label in (*systems, *CATEGORY_LABELS, "all"):
+        assert label in rows, label
+        assert rows[label].count(" | ") >= 3, rows[label]
+    assert "basic-memory: published figure, not measured here" in rows
+    assert "mem0 (local): published figure, not measured here" in rows
+    assert "braind / FTS5 at hit@5: " in text
+    assert any(label.startswith("`brain_recall`, 23 questions") for label in rows)
+    assert "cores" in text.splitlines()[2]  # the machine line
+
+
+def test_quality_refuses_a_file_that_is_not_a_conversation(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"title": "not a conversation"}', encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "quality", str(bad), "--out", str(tmp_path / "out")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    assert "not a LoCoMo conversation" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# The LoCoMo format as the quality run reads and writes it.
+
+
+def test_session_times_read_the_twelve_hour_clock() -> None:
+    assert locomo.session_start("1:56 pm on 8 May, 2023") == dt.datetime(2023, 5, 8, 13, 56)
+    assert locomo.session_start("12:09 am on 13 September, 2023") == dt.datetime(2023, 9, 13, 0, 9)
+    assert locomo.session_start("12:24 pm on 7 April, 2023") == dt.datetime(2023, 4, 7, 12, 24)
+    with pytest.raises(locomo.NotLocomo):
+        locomo.session_start("yesterday")
+
+
+def test_each_turn_is_a_minute_later_and_stays_on_its_day() -> None:
+    start = dt.datetime(2024, 4, 2, 23, 58)
+    assert [locomo.turn_time(start, i) for i in range(4)] == ["23:58", "23:59", "23:59", "23:59"]
+    assert locomo.turn_time(dt.datetime(2024, 4, 2, 9, 59), 1) == "10:00"
+
+
+def test_an_entry_names_its_speaker_folds_lines_and_tells_of_a_photo() -> None:
+    turn = {"speaker": "Kofi", "dia_id": "D3:6", "text": "Yes!\nLet's meet\tat nine."}
+    assert locomo.entry_text(turn) == "Kofi: Yes! Let's meet at nine."
+    shared = {**turn, "text": "Look.", "blip_caption": "a photo of a\ngreen shed"}
+    assert locomo.entry_text(shared) == "Kofi: Look. [shared a photo: a photo of a green shed]"
+
+
+def test_evidence_may_name_two_turns_in_one_string() -> None:
+    assert locomo.evidence_ids(["D1:7; D2:4", "D3:1"]) == ("D1:7", "D2:4", "D3:1")
+    assert locomo.evidence_ids([]) == ()
+
+
+def test_the_root_keeps_the_gaps_between_sessions_and_maps_lines_to_turns(tmp_path: Path) -> None:
+    [conversation] = locomo.load(LOCOMO / "harbour.json", "harbour")
+    last = dt.date(2030, 1, 31)
+    entries = quality_run.write_root(conversation, tmp_path / "root", last)
+    files = sorted(p.name for p in (tmp_path / "root" / "diary").iterdir())
+    gaps = [(dt.date(2024, 4, 20) - dt.date(2024, m, d)).days for m, d in ((3, 3), (3, 17), (4, 2), (4, 20))]
+    assert files == [f"{last - dt.timedelta(days=gap)}.md" for gap in gaps]
+    assert len(entries) == 27
+    first = (tmp_path / "root" / "diary" / files[0]).read_text(encoding="utf-8").splitlines()
+    assert first[1] == (
+        "[09:16] Tomasz: Great, thanks. I finally bought a kayak! It's bright orange and fits on the car roof. "
+        "[shared a photo: a photo of an orange kayak on top of a car]"
+    )
+    by_place = {e.place: e.dia_id for e in entries}
+    assert by_place[(files[0][:10], 2)] == "D1:2"
+    assert by_place[(files[2][:10], 3)] == "D3:3"
+
+
+def test_a_release_file_lists_conversations_with_their_sessions_nested(tmp_path: Path) -> None:
+    one = json.loads((LOCOMO / "harbour.json").read_text(encoding="utf-8"))
+    nested = {"sample_id": "conv-7", "conversation": {k: v for k, v in one.items() if k != "qa"}, "qa": one["qa"]}
+    release = tmp_path / "release.json"
+    release.write_text(json.dumps([nested, {**nested, "sample_id": None}]), encoding="utf-8")
+    found = locomo.load(release, "release.json")
+    assert [c.name for c in found] == ["release.json#conv-7", "release.json#2"]
+    [alone] = locomo.load(LOCOMO / "harbour.json", "harbour.json")
+    assert found[0].turns == alone.turns and found[0].questions == alone.questions
+    release.write_text("[]", encoding="utf-8")
+    with pytest.raises(locomo.NotLocomo):
+        locomo.load(release, "release.json")
+
+
+def test_a_found_rank_is_the_first_evidence_hit() -> None:
+    assert quality_run.found_rank(["D1:1", None, "D2:4", "D1:7"], ("D1:7", "D2:4")) == 3
+    assert quality_run.found_rank(["D1:1"], ("D2:4",)) is None
+    assert quality_run.found_rank(["D1:1"], ()) is None
