@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import baselines, locomo, plan, proc, profile, quality, quality_report, report
+from bench.daemon import DaemonFailed
 from bench.run import SizeRun, say
 from braind.config import RecallConfig
 
@@ -90,22 +91,26 @@ def names(paths: Sequence[Path]) -> list[str]:
 
 
 def run_quality(argv: Sequence[str]) -> int:
-    """Measure recall quality; exit status 1 when a file is not a conversation or FTS5 is missing."""
+    """Measure recall quality; exit status 1 when a file is not a conversation, FTS5 is missing or the daemon failed."""
     args = build_quality_parser().parse_args(argv)
     if not baselines.fts5_available():
         print("bench: error: this Python's SQLite has no FTS5", file=sys.stderr)
         return 1
     conversations = []
-    for path, name in zip(args.paths, names(args.paths), strict=True):
+    for path, name in zip(args.paths, names(args.paths), strict=True):  # every file is read before anything runs
         try:
             conversations += locomo.load(path, name)
         except locomo.NotLocomo as exc:
-            print(f"bench: error: {path}: not a LoCoMo conversation: {exc}", file=sys.stderr)
+            print(f"bench: error: {exc}", file=sys.stderr)
             return 1
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
     hardware = proc.hardware()
-    results = quality.run_all(conversations)
+    try:
+        results = quality.run_all(conversations)
+    except DaemonFailed as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        return 1
     hardware["load_end"] = proc.loadavg()
     doc = quality_report.document(hardware, results, RecallConfig().scan_days)
     md, js = quality_report.write(args.out, stamp, doc)

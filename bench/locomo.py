@@ -130,14 +130,14 @@ def questions(raw: dict[str, Any]) -> Iterator[Question]:
 def parse(name: str, raw: Any) -> Conversation:
     """A conversation from a decoded LoCoMo object."""
     if not isinstance(raw, dict) or "speaker_a" not in raw or "qa" not in raw:
-        raise NotLocomo("not an object with speaker_a and qa")
+        raise NotLocomo(f"{name}: not a LoCoMo conversation: no speaker_a and qa")
     try:
         found = tuple(turns(raw))
         asked = tuple(questions(raw))
     except (KeyError, TypeError, ValueError) as exc:
-        raise NotLocomo(f"malformed turn or question: {exc}") from None
+        raise NotLocomo(f"{name}: not a LoCoMo conversation: malformed turn or question: {exc}") from None
     if not found:
-        raise NotLocomo("no session has any turns")
+        raise NotLocomo(f"{name}: not a LoCoMo conversation: no session has any turns")
     speakers = (str(raw["speaker_a"]), str(raw.get("speaker_b", "")))
     return Conversation(name, speakers, len(session_numbers(raw)), found, asked)
 
@@ -153,12 +153,14 @@ def load(path: Path, name: str) -> list[Conversation]:
     """The conversations of one LoCoMo-format file (one, or the list of a release), labelled after name."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise NotLocomo(str(exc)) from None
+    except OSError as exc:
+        raise NotLocomo(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise NotLocomo(f"{path}: not JSON: {exc}") from None
     if not isinstance(raw, list):
         return [parse(name, flatten(raw))]
     if not raw:
-        raise NotLocomo("an empty list")
+        raise NotLocomo(f"{path}: not a LoCoMo conversation: an empty list")
     return [parse(_label(name, item, i), flatten(item)) for i, item in enumerate(raw, 1)]
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from bench import baselines, locomo, measure
 from bench.baselines import Place
-from bench.daemon import BenchDaemon
+from bench.daemon import BenchDaemon, DaemonFailed
 from bench.run import say
+from braind.errors import BraindError
 
 LIMIT = 10
 KS = (1, 5, 10)
@@ -113,6 +114,8 @@ class ConversationRun:
                 measure.warm_up(client, None)
                 with measure.without_collector_pauses():
                     timed = [measure.call_ms(client, "brain_recall", query=q, limit=LIMIT) for q in asked]
+        except BraindError as exc:
+            raise DaemonFailed(f"{exc}; log tail:\n{daemon.log_tail()}") from exc
         finally:
             daemon.remove()
         return [r["hits"] for _, r in timed], [ms for ms, _ in timed], status
