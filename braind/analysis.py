@@ -1,31 +1,41 @@
-"""Tokenization shared by the index and the in-memory matcher.
+"""How text becomes terms, for the index and for the in-memory matcher alike.
 
-Words in alphabetic scripts are lower-cased and accent-folded; a query word
-matches every word it begins. Chinese, Japanese and Korean have no spaces
-between words, so a CJK run is indexed as its overlapping bigrams plus its
-last character alone: every character then begins a term, so a one-character
-query is a prefix, a two-character one a term, and a longer one the AND of its
-bigrams, checked against the stored text (the index keeps no positions, which
-makes it smaller and faster to write). `text_matches` gives the same answers
-without an index, for entries that are not committed yet.
+Words in alphabetic scripts are lower-cased, accent-folded and reduced to
+their stem by the Snowball stemmer of each configured language, so that
+`drinks`, `drink` and `Drinking` are one term; punctuation splits words, and
+the `s` of a possessive is a stopword of its own. A query word matches every
+term it begins, so `deploy` finds `deployed` and `dep` finds both. Stopwords
+(`what`, `is`, `my`, ...) are indexed like any word, but a query needs them
+only when it holds nothing else.
+
+Chinese, Japanese and Korean have no spaces between words, so a CJK run is
+indexed as its overlapping bigrams plus its last character alone: every
+character then begins a term, so a one-character query is a prefix, a
+two-character one a term, and a longer one the AND of its bigrams, checked
+against the stored text (the index keeps no positions, which makes it smaller
+and faster to write). `Language.matches` gives the same answers without an
+index, for entries that are not committed yet and for typed memory.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from whoosh.analysis import Token, Tokenizer
 from whoosh.formats import Frequency
-from whoosh.matching import Matcher
-from whoosh.query import And, Or, Prefix, Query, Term
+from whoosh.lang import has_stemmer, has_stopwords, stemmer_for_language, stopwords_for_language
 
-ANALYZER_VERSION = 2
+ANALYZER_VERSION = 3
 
 FIELD = "text"
+CONTEXT = "context"  # the text of the entries just before, down-weighted in ranking
+DEFAULT_LANGUAGES = ("en",)
 
 # Han, Hiragana, Katakana, Hangul and their compatibility blocks.
 _CJK = (
@@ -36,8 +46,7 @@ _CJK = (
 # Group 1: a CJK run; group 2: a word of any other script.
 _WORD = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
 _MARKS = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
-
-Part = tuple[bool, str]  # (is_cjk, folded text)
+_STEM_CACHE = 1 << 18  # distinct words whose stems are kept: a few tens of MB at most
 
 
 def fold(word: str) -> str:
@@ -53,8 +62,174 @@ def _fold_unicode(word: str) -> str:
     return _MARKS.sub("", unicodedata.normalize("NFKD", word.casefold()))
 
 
+def supported_languages() -> tuple[str, ...]:
+    """The language codes `recall.languages` accepts: those with a Snowball stemmer."""
+    from whoosh.lang import languages
+
+    return tuple(code for code in languages if has_stemmer(code))
+
+
+@dataclass(frozen=True)
+class Term:
+    """One word of a query: as written (folded), and the index terms it looks up."""
+
+    word: str
+    cjk: bool
+    keys: tuple[str, ...]  # its stems (one per language that stems it differently), or the CJK run
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed query: every word in order, and the ones an entry must hold to match fully."""
+
+    terms: tuple[Term, ...]
+
+    @property
+    def required(self) -> tuple[Term, ...]:
+        """The words a full match holds: all but stopwords, or every word of a query of stopwords only."""
+        content = [term for term in self.terms if not term.stop]
+        return _distinct(content or self.terms)
+
+
+def _distinct(terms: Sequence[Term]) -> tuple[Term, ...]:
+    """Terms that look up different index terms, the first of each kept (drink, drinks → drink)."""
+    seen: dict[tuple[bool, tuple[str, ...]], Term] = {}
+    for term in terms:
+        seen.setdefault((term.cjk, term.keys), term)
+    return tuple(seen.values())
+
+
+class Language:
+    """Stemming and stopwords for a list of languages; one shared instance per list (see `language()`)."""
+
+    def __init__(self, codes: tuple[str, ...]) -> None:
+        self.codes = codes
+        self._stemmers = [stemmer_for_language(code) for code in codes]
+        stops: set[str] = set()
+        for code in codes:
+            if has_stopwords(code):
+                stops.update(fold(word) for word in stopwords_for_language(code))
+        self.stopwords = frozenset(stops)
+        self.stems: Callable[[str], tuple[str, ...]] = lru_cache(maxsize=_STEM_CACHE)(self._stems)
+
+    def _stems(self, word: str) -> tuple[str, ...]:
+        """The distinct stems of a folded word, first language first."""
+        if len(self._stemmers) == 1:
+            return (self._stemmers[0](word) or word,)
+        return tuple(dict.fromkeys(stem(word) or word for stem in self._stemmers))
+
+    def term_counts(self, text: str) -> dict[str, int]:
+        """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""
+        counts: dict[str, int] = {}
+        get, stems = counts.get, self.stems
+        for run, word in _WORD.findall(text):
+            if run:
+                for i in range(len(run) - 1):
+                    pair = run[i : i + 2]
+                    counts[pair] = get(pair, 0) + 1
+                counts[run[-1]] = get(run[-1], 0) + 1
+            elif folded := fold(word):
+                for stem in stems(folded):
+                    counts[stem] = get(stem, 0) + 1
+        return counts
+
+    def query(self, text: str) -> Query:
+        """Every word of a query, split into script runs (API限流 → api, 限流), folded and stemmed."""
+        terms: list[Term] = []
+        for match in _WORD.finditer(text):
+            if match.lastindex == 1:
+                terms.append(Term(match.group(), True, (match.group(),)))
+            elif folded := fold(match.group()):
+                terms.append(Term(folded, False, self.stems(folded), folded in self.stopwords))
+        return Query(tuple(terms))
+
+    def _terms_of(self, text: str) -> tuple[str, str]:
+        """The stems of a text's words, each after a newline, and its CJK runs joined by newlines.
+
+        A stem begins a term exactly when "\n" + stem occurs in the first string, a search done in C.
+        """
+        words: list[str] = []
+        runs: list[str] = []
+        for run, word in _WORD.findall(text):
+            if run:
+                runs.append(run)
+            elif folded := fold(word):
+                words += self.stems(folded)
+        return "".join("\n" + word for word in words), "\n".join(runs)
+
+    def holds(self, text: str, term: Term) -> bool:
+        """Whether a text holds a query word, with the index's semantics (prefixes, CJK runs)."""
+        words, runs = _terms_cache(self, text)
+        if term.cjk:
+            return term.keys[0] in runs
+        return any("\n" + key in words for key in term.keys)
+
+    def matches(self, text: str, terms: Sequence[Term]) -> bool:
+        """True when the text holds every one of the terms."""
+        return all(self.holds(text, term) for term in terms)
+
+    def first_match(self, text: str, terms: Sequence[Term]) -> int:
+        """The character offset of the earliest place where any term matches, or 0."""
+        prefixes = tuple(key for term in terms if not term.cjk for key in term.keys)
+        runs = [term.keys[0] for term in terms if term.cjk]
+        for match in _WORD.finditer(text):
+            if match.lastindex == 2:
+                folded = fold(match.group())
+                if prefixes and folded and any(stem.startswith(prefixes) for stem in self.stems(folded)):
+                    return match.start()
+                continue
+            hits = [offset for offset in (match.group().find(run) for run in runs) if offset >= 0]
+            if hits:
+                return match.start() + min(hits)
+        return 0
+
+    def snippet(self, text: str, terms: Sequence[Term], limit: int) -> str:
+        """At most `limit` characters of the text, on one line, around its first match."""
+        flat = " ".join(text.split())
+        if len(flat) <= limit:
+            return flat
+        pos = self.first_match(flat, terms)
+        start = max(0, min(pos - limit // 3, len(flat) - limit))
+        end = start + limit
+        head = start > 0 and limit > 2
+        tail = end < len(flat) and limit > 2
+        body = flat[start + head : end - tail]
+        return ("…" if head else "") + body + ("…" if tail else "")
+
+    def adjacent_pairs(self, text: str) -> set[tuple[str, str]]:
+        """The pairs of words (first stems) that stand next to each other in a text, for phrase ranking."""
+        stems = [self.stems(folded)[0] for word in _WORD.findall(text) if not word[0] and (folded := fold(word[1]))]
+        return set(itertools.pairwise(stems))
+
+
+@lru_cache(maxsize=2048)
+def _terms_cache(language: Language, text: str) -> tuple[str, str]:
+    """Language._terms_of, cached: uncommitted entries are matched on every search until committed."""
+    return language._terms_of(text)
+
+
+@lru_cache(maxsize=16)
+def language(codes: tuple[str, ...] = DEFAULT_LANGUAGES) -> Language:
+    """The shared Language of a list of codes."""
+    return Language(codes)
+
+
+def bigrams(run: str) -> list[str]:
+    """The overlapping character pairs of a CJK run."""
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 class CJKTokenizer(Tokenizer):
-    """Folded words, plus CJK characters and bigrams; importable so the schema pickles."""
+    """Folded, stemmed words, plus CJK characters and bigrams; importable so the schema pickles."""
+
+    def __init__(self, languages: tuple[str, ...] = DEFAULT_LANGUAGES) -> None:
+        self.languages = tuple(languages)
+
+    @property
+    def language(self) -> Language:
+        """The shared stemmers and stopwords of this tokenizer's languages."""
+        return language(self.languages)
 
     def __call__(
         self,
@@ -74,20 +249,21 @@ class CJKTokenizer(Tokenizer):
         if not tokenize:
             yield _whole(token, value, start_pos, start_char)
             return
-        pos = start_pos
+        pos, stems = start_pos, self.language.stems
         for match in _WORD.finditer(value):
             if match.lastindex == 1:
                 yield from _cjk_tokens(token, match.group(), pos, start_char + match.start(), chars)
                 pos += match.end() - match.start()
                 continue
-            token.text = fold(match.group())
-            if not token.text:  # a word that folds away entirely
+            folded = fold(match.group())
+            if not folded:  # a word that folds away entirely
                 continue
-            token.pos = pos
-            if chars:
-                token.startchar, token.endchar = start_char + match.start(), start_char + match.end()
+            for stem in stems(folded):
+                token.text, token.pos = stem, pos
+                if chars:
+                    token.startchar, token.endchar = start_char + match.start(), start_char + match.end()
+                yield token
             pos += 1
-            yield token
 
 
 def _cjk_tokens(token: Token, run: str, pos: int, offset: int, chars: bool) -> Iterator[Token]:
@@ -112,9 +288,9 @@ def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
     return token
 
 
-def analyzer() -> CJKTokenizer:
-    """The analyzer of the text field."""
-    return CJKTokenizer()
+def analyzer(languages: tuple[str, ...] = DEFAULT_LANGUAGES) -> CJKTokenizer:
+    """The analyzer of the text and context fields."""
+    return CJKTokenizer(languages)
 
 
 class Counts(Frequency):
@@ -124,7 +300,10 @@ class Counts(Frequency):
 
     def word_values(self, value: str, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
         """(term, frequency, weight, no value) for each distinct term of a text."""
-        counts = term_counts(value) if type(analyzer) is CJKTokenizer else _token_counts(value, analyzer, **kwargs)
+        if type(analyzer) is CJKTokenizer:
+            counts = analyzer.language.term_counts(value)
+        else:
+            counts = _token_counts(value, analyzer, **kwargs)
         boost = self.field_boost
         return ((text, count, count * boost, b"") for text, count in counts.items())
 
@@ -133,136 +312,9 @@ class Counts(Frequency):
         return 1
 
 
-def term_counts(text: str) -> dict[str, int]:
-    """The terms CJKTokenizer makes of a text, with their counts, without its Token objects (indexing's hot loop)."""
-    counts: dict[str, int] = {}
-    get = counts.get
-    for run, word in _WORD.findall(text):
-        if run:
-            for i in range(len(run) - 1):
-                pair = run[i : i + 2]
-                counts[pair] = get(pair, 0) + 1
-            counts[run[-1]] = get(run[-1], 0) + 1
-        elif folded := fold(word):
-            counts[folded] = get(folded, 0) + 1
-    return counts
-
-
 def _token_counts(value: str, analyzer: Any, **kwargs: Any) -> dict[str, int]:
     """The counts of the terms another analyzer makes."""
     counts: dict[str, int] = {}
     for token in analyzer(value, **kwargs):
         counts[token.text] = counts.get(token.text, 0) + 1
     return counts
-
-
-class WordPrefix(Prefix):
-    """A scored prefix query whose expansions are summed in preloaded arrays.
-
-    Whoosh's default binary tree of union matchers costs several times more
-    when a short prefix expands to many words.
-    """
-
-    def matcher(self, searcher: Any, context: Any = None) -> Matcher:
-        """Union the expanded terms with an array matcher."""
-        terms = [Term(self.fieldname, text) for text in self._btexts(searcher.reader())]
-        if len(terms) < 2:
-            return super().matcher(searcher, context)
-        union = Or(terms, boost=self.boost)
-        union.matcher_type = Or.ARRAY_MATCHER
-        return union.matcher(searcher, context)
-
-
-def word_parts(word: str) -> list[Part]:
-    """Split one query word into its folded script runs (API限流 → api, 限流)."""
-    parts = [
-        (match.lastindex == 1, match.group() if match.lastindex == 1 else fold(match.group()))
-        for match in _WORD.finditer(word)
-    ]
-    return [part for part in parts if part[1]]
-
-
-def query_parts(query: str) -> list[Part]:
-    """Every part of every whitespace-separated word of a query; all are required."""
-    return [part for word in query.split() for part in word_parts(word)]
-
-
-def part_query(part: Part) -> Query:
-    """One required part as a Whoosh query on the text field; a CJK run longer than two also needs checking.
-
-    The AND of a long run's bigrams also finds texts holding them apart: parts_match() on the
-    stored text tells which hold the run itself.
-    """
-    is_cjk, text = part
-    if not is_cjk or len(text) == 1:
-        return WordPrefix(FIELD, text, constantscore=False)
-    if len(text) == 2:
-        return Term(FIELD, text)
-    return And([Term(FIELD, bigram) for bigram in bigrams(text)])
-
-
-def bigrams(run: str) -> list[str]:
-    """The overlapping character pairs of a CJK run."""
-    return [run[i : i + 2] for i in range(len(run) - 1)]
-
-
-def query_clauses(word: str) -> list[Query]:
-    """How one query word becomes required Whoosh clauses (empty if it has no letters)."""
-    return [part_query(part) for part in word_parts(word)]
-
-
-@lru_cache(maxsize=2048)
-def _folded_terms(text: str) -> tuple[str, str]:
-    """The folded non-CJK words of a text, each after a newline, and its CJK runs joined by newlines.
-
-    A word starts with a prefix exactly when "\n" + prefix occurs in the first string, a search
-    done in C. Cached: uncommitted entries are matched on every search until their file is committed.
-    """
-    words: list[str] = []
-    runs: list[str] = []
-    for match in _WORD.finditer(text):
-        if match.lastindex == 2:
-            words.append(fold(match.group()))
-        else:
-            runs.append(match.group())
-    return "".join("\n" + word for word in words), "\n".join(runs)
-
-
-def parts_match(text: str, parts: Sequence[Part]) -> bool:
-    """True when the text holds every part, with the index's semantics."""
-    words, runs = _folded_terms(text)
-    return all(part in runs if is_cjk else "\n" + part in words for is_cjk, part in parts)
-
-
-def text_matches(text: str, words: Sequence[str]) -> bool:
-    """Match an uncommitted entry exactly as the index would: every word, prefixes, CJK runs."""
-    return parts_match(text, [part for word in words for part in word_parts(word)])
-
-
-def first_match(text: str, parts: Sequence[Part]) -> int:
-    """The character offset of the earliest place where any part matches, or 0."""
-    prefixes = tuple(part for cjk, part in parts if not cjk)
-    runs = [part for cjk, part in parts if cjk]
-    for match in _WORD.finditer(text):
-        if match.lastindex == 2:
-            if prefixes and fold(match.group()).startswith(prefixes):
-                return match.start()
-            continue
-        hits = [offset for offset in (match.group().find(run) for run in runs) if offset >= 0]
-        if hits:
-            return match.start() + min(hits)
-    return 0
-
-
-def snippet(text: str, parts: Sequence[Part], limit: int) -> str:
-    """At most `limit` characters of the text, on one line, around its first match."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    pos = first_match(flat, parts)
-    start = max(0, min(pos - limit // 3, len(flat) - limit))
-    end = start + limit
-    head = start > 0 and limit > 2
-    tail = end < len(flat) and limit > 2
-    body = flat[start + head : end - tail]
-    return ("…" if head else "") + body + ("…" if tail else "")

@@ -93,9 +93,10 @@ def _note_args(parser: argparse.ArgumentParser) -> None:
 
 def _recall_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `braind recall`."""
-    parser.add_argument("words", nargs="+", help="words that must all match")
+    parser.add_argument("words", nargs="+", help="a question or a few words, as you would ask them")
     parser.add_argument("--limit", type=int, help="most hits (1-500)")
-    parser.add_argument("--days", type=int, help="search the last N days (1-365)")
+    parser.add_argument("--days", type=int, help="only the last N days (1-36500; default: all of memory)")
+    parser.add_argument("--strict", action="store_true", help="only entries holding every word")
     parser.add_argument("--type", help="only entries of this type")
     parser.add_argument("--project", help="absolute path of a project directory")
     parser.add_argument("--realm", choices=["user", "project"], help="only this realm")
@@ -196,7 +197,7 @@ def cmd_note(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_recall(args: argparse.Namespace, config: Config) -> int:
-    """Search memory: every word must match."""
+    """Search memory: entries holding every word first, then those holding some."""
     from braind.render import hits
 
     result = _call(
@@ -208,6 +209,7 @@ def cmd_recall(args: argparse.Namespace, config: Config) -> int:
         type=args.type,
         project=args.project,
         realm=args.realm,
+        strict=args.strict or None,
     )
     return _emit(args, result, hits)
 
@@ -321,7 +323,7 @@ _COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], Non
     ("stop", "stop a daemon started with `braind start`", cmd_stop, _none),
     ("status", "show health, roots, index state and rejected files", cmd_status, _none),
     ("note", "append a note to today's diary", cmd_note, _note_args),
-    ("recall", "search memory; every word must match", cmd_recall, _recall_args),
+    ("recall", "search memory: entries holding every word first, then the best holding some", cmd_recall, _recall_args),
     ("inject", "print the memory block for one agent turn", cmd_inject, _inject_args),
     ("reindex", "rebuild the index from the memory files", cmd_reindex, _none),
     ("check", "validate a memory root offline and print every rejection", cmd_check, _check_args),

@@ -79,7 +79,8 @@ class RecallConfig:
 
     max_results: int = 20
     snippet_chars: int = 240
-    scan_days: int = 30
+    scan_days: int = 0  # 0: all of memory
+    languages: tuple[str, ...] = ("en",)  # whose stemmers and stopwords apply to words
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ RANGES: dict[str, tuple[int, int] | tuple[str, ...]] = {
     "note.max_bytes": (16, 1048576),
     "recall.max_results": (1, 500),
     "recall.snippet_chars": (1, 4000),
-    "recall.scan_days": (1, 365),
+    "recall.scan_days": (0, 36500),
     "files.max_file_bytes": (1024, 1073741824),
     "files.max_line_bytes": (64, 1048576),
     "compact.fact_ttl_days": (1, 3650),
@@ -290,6 +291,8 @@ def _section(name: str, cls: type, value: Any) -> Any:
 def _check(key: str, value: Any, default: Any) -> Any:
     """Check one scalar's type and range; the error names key, value and range."""
     allowed = RANGES.get(key)
+    if isinstance(default, tuple):
+        return _languages(key, value)
     if isinstance(default, int):
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError("invalid_config", f"{key}: expected an integer, got {value!r}{_describe(allowed)}")
@@ -299,6 +302,19 @@ def _check(key: str, value: Any, default: Any) -> Any:
     if not isinstance(value, str) or (allowed and value not in allowed):
         raise ConfigError("invalid_config", f"{key}: {value!r} is not allowed{_describe(allowed)}")
     return value
+
+
+def _languages(key: str, value: Any) -> tuple[str, ...]:
+    """A non-empty list of language codes that have a stemmer."""
+    from braind.analysis import supported_languages
+
+    known = supported_languages()
+    if not isinstance(value, list) or not value or not all(isinstance(code, str) for code in value):
+        raise ConfigError("invalid_config", f"{key}: expected a list of language codes, got {value!r}")
+    unknown = [code for code in value if code not in known]
+    if unknown:
+        raise ConfigError("invalid_config", f"{key}: {unknown[0]!r} is not allowed; allowed: {', '.join(known)}")
+    return tuple(dict.fromkeys(value))
 
 
 def _describe(allowed: Any) -> str:

@@ -41,7 +41,9 @@ class Daemon:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.problems = Problems()
-        self.index = PartitionedIndex(config.state_dir, _identity(config), config.index.commit_ms)
+        self.index = PartitionedIndex(
+            config.state_dir, _identity(config), config.index.commit_ms, languages=config.recall.languages
+        )
         self.syncer = Syncer(self.index, config.files, self.problems)
         self.memory = Memory(config, self.index, self.syncer, self.problems)
         self.watcher = Watcher(

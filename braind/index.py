@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import heapq
+import hashlib
 import logging
 import operator
 import os
@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,12 @@ from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
 from whoosh.filedb.filestore import FileStorage
 from whoosh.query import And, Every, Not, NullQuery, Or, Prefix, Query, Term, TermRange
 
-from braind import analysis, manifest, postings
+from braind import analysis, manifest, postings, ranking
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
 from braind.writer import open_writer
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 log = logging.getLogger("braind.index")
 
@@ -50,13 +50,13 @@ _KEEP_OLD = 2
 _LOCK_TIMEOUT = 10.0
 _MAX_BACKOFF = 64
 _CACHE_SIZE = 64
-_TIE = 1e-6  # scores this close to the cut may round to equal it
 _FILE = "file"
 _TOMBSTONED = "tombstoned"
 _LIVE = "live"
 _FP_HEAD = 3  # characters of fp indexed: a few thousand terms, not one per entry
 _LINE = operator.attrgetter("line")
 _KNOWN_FILES = 16  # files whose committed entries are remembered: their next change is diffed without reading them
+CONTEXT_ENTRIES = 2  # entries before an entry in its file that make its context
 
 
 @dataclass(frozen=True)
@@ -72,18 +72,30 @@ class FileRecord:
 
 @dataclass(frozen=True)
 class Hit:
-    """One search result: the entry, its relevance and a snippet around the match."""
+    """One search result: the entry, its relevance, a snippet, and which query words it holds."""
 
     entry: Entry
     score: float
     snippet: str
+    match: str = "all"  # "all" when it holds every query word, else "partial"
+    matched: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a search found: the hits, how many entries hold all words and how many some, and words none holds."""
+
+    hits: list[Hit]
+    total: int
+    partial_total: int = 0
+    unmatched: tuple[str, ...] = ()
 
 
 # The committed entries of recently written files, by path.
 Known = dict[str, tuple[Entry, ...]]
 
-# A match to load: rounded score, yyyymmddHHMM stamp, and an uncommitted entry or a committed document number.
-Candidate = tuple[float, int, "Entry | int"]
+# An entry with its context's hash: what a document stands for, so a changed context re-indexes it.
+Keyed = tuple[Entry, str]
 
 
 @dataclass(frozen=True)
@@ -97,12 +109,12 @@ class _Change:
 class Text(TEXT):
     """The entry text: analysed, stored, scored; frequencies without positions (see analysis.Counts)."""
 
-    def __init__(self) -> None:
-        super().__init__(analyzer=analysis.analyzer(), stored=True, phrase=False)
+    def __init__(self, languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES, stored: bool = True) -> None:
+        super().__init__(analyzer=analysis.analyzer(languages), stored=stored, phrase=False)
         self.format = analysis.Counts()
 
 
-def make_schema() -> Schema:
+def make_schema(languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES) -> Schema:
     """One document per entry, plus one per file so that entries and records commit together.
 
     Only what is searched or filtered on is indexed (each indexed field costs
@@ -115,7 +127,9 @@ def make_schema() -> Schema:
         status=ID(stored=True),  # left out when live, so only the exceptions are posted
         date=ID(stored=True),
         stamp=COLUMN(NumericColumn("q")),
-        text=Text(),
+        text=Text(languages),
+        context=Text(languages, stored=False),  # the entries just before, for ranking only
+        ctxh=STORED,  # a hash of the context, so an entry whose context changed is written again
         triggers=KEYWORD(stored=True),
         fp_head=ID,  # fp's first characters; select() checks the whole fp, which stored fields derive
         key=ID(stored=True),
@@ -139,9 +153,11 @@ def _stamp(entry: Entry) -> int:
     return int(digits) if digits.isascii() and digits.isdigit() and len(digits) == 12 else 0
 
 
-def _entry_doc(path: str, entry: Entry) -> dict[str, Any]:
+def _entry_doc(path: str, entry: Entry, context: str = "") -> dict[str, Any]:
     """The Whoosh document of one entry; empty optional fields are left out."""
     doc: dict[str, Any] = {
+        "context": context,
+        "ctxh": _context_hash(context),
         "path": path,
         "root": entry.root,
         "type": entry.type,
@@ -196,6 +212,21 @@ def _entry(stored: dict[str, Any]) -> Entry:
     )
 
 
+def _keyed_stored(stored: dict[str, Any]) -> Keyed:
+    """A document's entry with the hash of the context it was indexed with."""
+    return _entry(stored), stored.get("ctxh", "")
+
+
+def _context_hash(context: str) -> str:
+    """A short hash of a context ("" for none), stored to tell when it changed."""
+    return hashlib.blake2b(context.encode("utf-8"), digest_size=6).hexdigest() if context else ""
+
+
+def _keyed(entries: Sequence[Entry]) -> dict[Keyed, str]:
+    """Each entry of a file with its context hash, mapped to its context."""
+    return {(entry, _context_hash(context)): context for entry, context in zip(entries, contexts(entries), strict=True)}
+
+
 def _record(stored: dict[str, Any]) -> FileRecord:
     """Rebuild a FileRecord from a file document's stored fields."""
     return FileRecord(stored["root"], stored["path"], stored["size"], stored["mtime_ns"], stored["sha256"])
@@ -232,39 +263,42 @@ def _apply_change(writer: Any, searcher: Any, path: str, change: _Change, old: t
     if change.record is None:
         writer.delete_by_term("path", path, searcher=searcher)
         return
-    found = None if old is None else _known_diff(searcher, path, old, change.entries)
-    added, stale = found or _read_diff(searcher, path, change.entries)
+    new = _keyed(change.entries)
+    found = None if old is None else _known_diff(searcher, path, old, change.entries, new)
+    added, stale = found or _read_diff(searcher, path, new)
     writer.add_document(**_file_doc(change.record, len(change.entries)))
-    for entry in added:
-        writer.add_document(**_entry_doc(path, entry))
+    for keyed in added:
+        writer.add_document(**_entry_doc(path, keyed[0], new[keyed]))
     for docnum in stale:
         writer.delete_document(docnum)
 
 
 def _known_diff(
-    searcher: Any, path: str, old: Sequence[Entry], new: Sequence[Entry]
-) -> tuple[list[Entry], list[int]] | None:
+    searcher: Any, path: str, old: Sequence[Entry], entries: Sequence[Entry], new: dict[Keyed, str]
+) -> tuple[list[Keyed], list[int]] | None:
     """Entries to add and documents to delete, reading only the gone entries' documents (by fingerprint head).
 
     None when one of them is missing: the index does not hold what was remembered, so every document is read.
     """
-    added, gone = _diff(old, new)
     stale = list(searcher.docs_for_query(And([Term("path", path), Term("record", _FILE)])))
+    if _extends(entries, old):  # an append: the old entries and their contexts are unchanged
+        return list(new)[len(old) :], stale
+    added, gone = _diff(list(_keyed(old)), list(new))
     if gone:
-        heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:_FP_HEAD] for entry in gone})])
+        heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:_FP_HEAD] for entry, _ in gone})])
         for docnum in searcher.docs_for_query(And([Term("path", path), heads])):
-            entry = _entry(searcher.stored_fields(docnum))
-            if gone[entry] > 0:
-                gone[entry] -= 1
+            keyed = _keyed_stored(searcher.stored_fields(docnum))
+            if gone[keyed] > 0:
+                gone[keyed] -= 1
                 stale.append(docnum)
     return None if +gone else (added, stale)
 
 
-def _read_diff(searcher: Any, path: str, new: Sequence[Entry]) -> tuple[list[Entry], list[int]]:
+def _read_diff(searcher: Any, path: str, new: dict[Keyed, str]) -> tuple[list[Keyed], list[int]]:
     """Entries to add and documents to delete, reading every committed document of the file."""
     records, committed = _committed_docs(searcher, path)
-    added, gone = _diff([entry for entry, docs in committed.items() for _ in docs], new)
-    return added, records + [committed[entry].pop() for entry in gone.elements()]
+    added, gone = _diff([keyed for keyed, docs in committed.items() for _ in docs], list(new))
+    return added, records + [committed[keyed].pop() for keyed in gone.elements()]
 
 
 def _extends(new: Sequence[Entry], old: Sequence[Entry]) -> bool:
@@ -279,38 +313,36 @@ def _searched_after(searched: dict[str, tuple[Entry, ...]], batch: dict[str, _Ch
     return dict(list(found.items())[-_KNOWN_FILES:])
 
 
-def _diff(old: Sequence[Entry], new: Sequence[Entry]) -> tuple[list[Entry], Counter[Entry]]:
+def _diff(old: Sequence[Keyed], new: Sequence[Keyed]) -> tuple[list[Keyed], Counter[Keyed]]:
     """The new entries not among the old ones, and the old ones no longer there (each as often as it occurs)."""
-    if _extends(new, old):  # an append: the old entries, then more
-        return list(new[len(old) :]), Counter()
     gone = Counter(old)
     added = []
-    for entry in new:
-        if gone[entry] > 0:
-            gone[entry] -= 1
+    for keyed in new:
+        if gone[keyed] > 0:
+            gone[keyed] -= 1
         else:
-            added.append(entry)
+            added.append(keyed)
     return added, +gone
 
 
-def _committed_docs(searcher: Any, path: str) -> tuple[list[int], dict[Entry, list[int]]]:
-    """A file's committed record documents, and its entry documents by entry."""
+def _committed_docs(searcher: Any, path: str) -> tuple[list[int], dict[Keyed, list[int]]]:
+    """A file's committed record documents, and its entry documents by entry and context."""
     records: list[int] = []
-    entries: dict[Entry, list[int]] = {}
+    entries: dict[Keyed, list[int]] = {}
     for docnum in searcher.document_numbers(path=path):
         stored = searcher.stored_fields(docnum)
         if stored.get("kind") == _FILE:
             records.append(docnum)
         else:
-            entries.setdefault(_entry(stored), []).append(docnum)
+            entries.setdefault(_keyed_stored(stored), []).append(docnum)
     return records, entries
 
 
 def add_file(writer: Any, record: FileRecord, entries: Sequence[Entry]) -> None:
-    """Add the documents of one file: its record, then its entries."""
+    """Add the documents of one file: its record, then its entries with their contexts."""
     writer.add_document(**_file_doc(record, len(entries)))
-    for entry in entries:
-        writer.add_document(**_entry_doc(record.path, entry))
+    for entry, context in zip(entries, contexts(entries), strict=True):
+        writer.add_document(**_entry_doc(record.path, entry, context))
 
 
 def _utc_stamp() -> str:
@@ -350,12 +382,20 @@ class Filters:
 class Index:
     """The on-disk index plus the overlay of queued changes; safe to use from many threads."""
 
-    def __init__(self, state_dir: Path, identity: str, commit_ms: int = 500) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        identity: str,
+        commit_ms: int = 500,
+        languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES,
+    ) -> None:
         self._state_dir = Path(state_dir)
         self._dir = self._state_dir / _INDEX
         self._identity = identity
         self._commit_s = commit_ms / 1000
-        self._schema = make_schema()
+        self.languages = tuple(languages)
+        self.language = analysis.language(self.languages)
+        self._schema = make_schema(self.languages)
         self._ix: Any = None
         self._searcher: Any = None
         self._records: dict[str, FileRecord] = {}
@@ -368,7 +408,7 @@ class Index:
         self._view: postings.SearcherView | None = None
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed files
-        self._unsearched: tuple[int, list[Entry], list[str]] = (-1, [], [])  # see _unsearched_entries()
+        self._unsearched: tuple[int, list[tuple[Entry, str]], list[str]] = (-1, [], [])  # see _unsearched_entries()
         self._mask: set[int] = set()
         self._mask_version = -1
         self._roots: tuple[int, frozenset[str]] = (-1, frozenset())
@@ -413,6 +453,7 @@ class Index:
         return {
             "schema_version": SCHEMA_VERSION,
             "analyzer_version": analysis.ANALYZER_VERSION,
+            "languages": list(self.languages),
             "identity": self._identity,
         }
 
@@ -678,37 +719,85 @@ class Index:
         type: str | None = None,
         limit: int = 20,
         snippet_chars: int = 240,
-    ) -> tuple[list[Hit], int]:
-        """Entries holding every query word, best first, newer first on ties; and the total."""
-        parts = parse_query(query)
+        strict: bool = False,
+    ) -> Found:
+        """Entries holding every query word first, then (unless strict) the best holding some; with the totals."""
+        parsed = parse_query(query, self.language)
         check_limit(limit)
         filters = Filters(since, None if roots is None else tuple(roots), type)
+        terms = parsed.required
         with self.reading:
-            found, total = self.gather(parts, filters, limit)
-            ranked = self.load(best(found, limit))
-        return hits(ranked, parts, snippet_chars), total
+            maps, stats = self.term_maps(terms)
+            ranked = self.rank(terms, maps, [ranking.weights_of(st) for st in stats], filters, limit, strict)
+            chosen = (ranked.full + ranked.partial)[:limit]
+            loaded = self.load(chosen)
+        found = finish_hits(self.language, parsed, [(c, e, maps) for c, e in zip(chosen, loaded, strict=True)])
+        return make_found(self.language, found, terms, stats, ranked, snippet_chars)
 
     @property
     def reading(self) -> threading.Lock:
-        """The lock to hold around gather() and load(), so that both see the same searcher."""
+        """The lock to hold around term_maps(), rank() and load(), so that all see the same searcher."""
         return self._search_lock
 
-    def gather(self, parts: Sequence[analysis.Part], filters: Filters, limit: int) -> tuple[list[Candidate], int]:
-        """The best `limit` matches, uncommitted ones included, as candidates to load; and the total."""
+    def term_maps(self, terms: Sequence[analysis.Term]) -> tuple[list[ranking.TermMaps], list[ranking.Stats]]:
+        """Each query word's committed postings, and its statistics counting uncommitted entries (hold `reading`)."""
+        self._check_open()
+        view = self._view_now()
+        maps = [_term_maps(view, term) for term in terms]
+        with self._lock:
+            overlay, version = self._overlay(), self._version
+        unsearched, _ = self._unsearched_entries(overlay, version)
+        documents = max(view.documents() - len(self._records), 0)
+        stats = [ranking.stats_of(m, documents) for m in maps]
+        if unsearched:
+            fresh = [ranking.fresh_stats(self.language, [e.text for e, _ in unsearched], term) for term in terms]
+            stats = [st + more for st, more in zip(stats, fresh, strict=True)]
+        return maps, stats
+
+    def rank(
+        self,
+        terms: Sequence[analysis.Term],
+        maps: Sequence[ranking.TermMaps],
+        weights: Sequence[ranking.TermWeights],
+        filters: Filters,
+        limit: int,
+        strict: bool,
+    ) -> ranking.Ranked:
+        """The best full and partial matches, uncommitted entries included (caller holds `reading`)."""
         self._check_open()
         with self._lock:
             overlay, version = self._overlay(), self._version
         unsearched, replaced = self._unsearched_entries(overlay, version)
-        fresh = [e for e in unsearched if filters.accepts(e) and analysis.parts_match(e.text, parts)]
-        scored, total = self._committed_hits(parts, filters, self._denied(replaced, version), limit)
-        top = scored[0][0] if scored else 1.0  # uncommitted matches rank with the best committed one
-        return [(top, _stamp(entry), entry) for entry in fresh] + scored, total + len(fresh)
+        view = self._view_now()
+        denied = self._denied(replaced, version)
+        allowed = self._allowed(filters)
 
-    def load(self, candidates: Sequence[Candidate]) -> list[tuple[Entry, float]]:
-        """The entries of candidates from gather(), with their scores (caller holds `reading`)."""
+        def keep(docs: set[int]) -> set[int]:
+            docs = docs & allowed if allowed is not None else docs
+            return docs - denied if denied else docs
+
+        ranked = ranking.rank_documents(maps, weights, keep, limit, view.stamp, strict)
+        norms = (view.avg_length(analysis.FIELD), view.avg_length(analysis.CONTEXT))
+        for entry, context in unsearched:
+            if not filters.accepts(entry):
+                continue
+            score, held = ranking.score_entry(self.language, entry.text, context, terms, weights, norms)
+            if held == len(terms):
+                ranked.full.append(ranking.Candidate(True, round(score, 9), _stamp(entry), entry))
+                ranked.total += 1
+            elif held:
+                ranked.partial_total += 1
+                if not strict:
+                    ranked.partial.append(ranking.Candidate(False, round(score, 9), _stamp(entry), entry))
+        ranked.full.sort(reverse=True)
+        ranked.partial.sort(reverse=True)
+        return ranked
+
+    def load(self, candidates: Sequence[ranking.Candidate]) -> list[Entry]:
+        """The entries of candidates from rank() (caller holds `reading`)."""
         self._check_open()
         made = self._view_now().made
-        return [(c[2] if isinstance(c[2], Entry) else made(c[2], _entry), c[0]) for c in candidates]
+        return [c.ref if isinstance(c.ref, Entry) else made(c.ref, _entry) for c in candidates]
 
     def _check_open(self) -> None:
         """Refuse reads on a closed index with a clear error."""
@@ -716,28 +805,11 @@ class Index:
             raise Unavailable("index_closed", "the index is not open")
 
     def _view_now(self) -> postings.SearcherView:
-        """The scored-postings view of the current searcher, made on first use after a change."""
+        """The weighted-postings view of the current searcher, made on first use after a change."""
         if self._view is None or self._view.searcher is not self._searcher:
             self._view = postings.SearcherView(self._searcher, self._segments)
             self._segments.keep(self._view.segment_ids())
         return self._view
-
-    def _committed_hits(
-        self, parts: Sequence[analysis.Part], filters: Filters, denied: set[int], limit: int
-    ) -> tuple[list[Candidate], int]:
-        """The best committed matches, newest first on ties, and their number (caller holds _search_lock)."""
-        allowed = self._allowed(filters)
-        if allowed is not None and not allowed:
-            return [], 0
-        view = self._view_now()
-        maps = sorted((view.part_scores(part) for part in parts), key=len)
-        docs: set[int] | Any = maps[0].keys()
-        for other in maps[1:]:
-            docs = docs & other.keys()
-        if allowed is not None:
-            docs = allowed & docs
-        docs = set(docs) - denied if denied else docs
-        return _top(_sums(maps, docs), limit, view.stamp), len(docs)
 
     def _docset(self, key: object, query: Callable[[], Query]) -> set[int]:
         """The documents matching a filter query (made only when not cached), cached until the searcher changes."""
@@ -754,22 +826,25 @@ class Index:
             return None
         return self._docset(filters, lambda: And(filters.clauses()))
 
-    def _unsearched_entries(self, overlay: dict[str, _Change], version: int) -> tuple[list[Entry], list[str]]:
-        """The overlay's entries the searcher lacks, and the committed files whose documents they replace.
+    def _unsearched_entries(
+        self, overlay: dict[str, _Change], version: int
+    ) -> tuple[list[tuple[Entry, str]], list[str]]:
+        """The overlay's entries the searcher lacks (with their contexts), and the committed files they replace.
 
         A file the searcher holds and the overlay only appends to (a note to today's diary) keeps its
         documents, and only the appended entries are matched by hand. Cached per overlay version; the
         caller holds _search_lock, under which the searcher and `_searched` change together.
         """
         if self._unsearched[0] != version:
-            entries: list[Entry] = []
+            entries: list[tuple[Entry, str]] = []
             replaced: list[str] = []
             for path, change in overlay.items():
                 held = self._searched.get(path)
                 if held is not None and change.record is not None and _extends(change.entries, held):
-                    entries += change.entries[len(held) :]
+                    appended = change.entries[len(held) :]
+                    entries += zip(appended, contexts(change.entries, len(held)), strict=True)
                     continue
-                entries += change.entries
+                entries += list(zip(change.entries, contexts(change.entries), strict=True))
                 if path in self._records:
                     replaced.append(path)
             self._unsearched = (version, entries, replaced)
@@ -957,9 +1032,13 @@ def open_whoosh(directory: Path) -> Any:
     return FileStorage(str(directory), supports_mmap=False).open_index()
 
 
-def build_directory(directory: Path, files: Sequence[tuple[FileRecord, Sequence[Entry]]]) -> int:
+def build_directory(
+    directory: Path,
+    files: Sequence[tuple[FileRecord, Sequence[Entry]]],
+    languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES,
+) -> int:
     """Build a complete index in an empty directory in one commit (run in a worker process)."""
-    ix = whoosh_index.create_in(str(directory), make_schema())
+    ix = whoosh_index.create_in(str(directory), make_schema(languages))
     writer = open_writer(ix)
     try:
         for record, entries in files:
@@ -981,14 +1060,43 @@ def _read_records(searcher: Any) -> tuple[dict[str, FileRecord], dict[str, int]]
     return records, counts
 
 
-def parse_query(query: str) -> list[analysis.Part]:
-    """The required parts of a query; refuse a query with nothing to search for."""
+def parse_query(query: str, language: analysis.Language) -> analysis.Query:
+    """A query's words; refuse a query with nothing to search for."""
     if not query.strip():
         raise InvalidParams("invalid_query", "the query is empty")
-    parts = analysis.query_parts(query)
-    if not parts:
+    parsed = language.query(query)
+    if not parsed.terms:
         raise InvalidParams("invalid_query", f"the query {query!r} has no letters or digits to search for")
-    return parts
+    return parsed
+
+
+def _term_maps(view: postings.SearcherView, term: analysis.Term) -> ranking.TermMaps:
+    """One query word's postings in one searcher: stem, longer words, context."""
+    if term.cjk:
+        run = term.keys[0]
+        mode = postings.PREFIX if len(run) == 1 else postings.EXACT if len(run) == 2 else postings.RUN
+        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode), {}, view.weights(analysis.CONTEXT, run, mode))
+    exact = _union_max([view.weights(analysis.FIELD, key, postings.EXACT) for key in term.keys])
+    longer = _union_max([view.weights(analysis.FIELD, key, postings.LONGER) for key in term.keys])
+    context = _union_max([view.weights(analysis.CONTEXT, key, postings.EXACT) for key in term.keys])
+    return ranking.TermMaps(exact, longer, context)
+
+
+def _union_max(maps: Sequence[postings.Scores]) -> postings.Scores:
+    """One map of several (a word's stems in several languages), the best weight of each document."""
+    if len(maps) == 1:
+        return maps[0]
+    merged: postings.Scores = {}
+    for scores in maps:
+        for docnum, weight in scores.items():
+            if weight > merged.get(docnum, 0.0):
+                merged[docnum] = weight
+    return merged
+
+
+def contexts(entries: Sequence[Entry], start: int = 0) -> list[str]:
+    """The text of the entries just before each entry of a file (from `start` on): what a short reply answers."""
+    return [" ".join(e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]) for i in range(start, len(entries))]
 
 
 def _select_query(field: str, values: Sequence[str], prefix: bool) -> Query:
@@ -1018,44 +1126,64 @@ def _overlay_entries(overlay: dict[str, _Change]) -> Iterator[Entry]:
         yield from change.entries
 
 
-def _sums(maps: Sequence[postings.Scores], docs: Iterable[int]) -> list[tuple[float, int]]:
-    """(score, document) of each document: its scores summed over the query's parts, in the maps' order."""
-    if len(maps) == 1:
-        first = maps[0]
-        return [(first[n], n) for n in docs]
-    first, second, *rest = maps
-    scored = [(first[n] + second[n], n) for n in docs]
-    for other in rest:
-        scored = [(score + other[n], n) for score, n in scored]
-    return scored
+def make_found(
+    language: analysis.Language,
+    found: Sequence[tuple[Entry, float, bool, tuple[str, ...]]],
+    terms: Sequence[analysis.Term],
+    stats: Sequence[ranking.Stats],
+    ranked: ranking.Ranked,
+    snippet_chars: int,
+) -> Found:
+    """The result of a search: its hits with snippets, the totals, and the words no entry holds."""
+    held = {word for _, _, _, words in found for word in words}
+    unmatched = tuple(
+        t.word for t, st in zip(terms, stats, strict=True) if not st.exact and not st.longer and t.word not in held
+    )
+    return Found(hits(language, found, terms, snippet_chars), ranked.total, ranked.partial_total, unmatched)
 
 
-def _top(scored: list[tuple[float, int]], limit: int, stamp: Any) -> list[Candidate]:
-    """The `limit` best (score, document) pairs, newer first among equal scores, best first.
-
-    Scores are compared rounded, so that sums equal but for the order of additions tie and
-    the newer entry wins; only the few near the cut are rounded (rounding keeps the order).
-    """
-    if len(scored) > limit:
-        cutoff = heapq.nlargest(limit, scored)[-1][0] - _TIE
-        scored = [pair for pair in scored if pair[0] >= cutoff]
-    ranked = sorted(((round(score, 9), stamp(n), n) for score, n in scored), reverse=True)
-    return ranked[:limit]  # type: ignore[return-value]
-
-
-def rank(candidate: Candidate) -> tuple[float, int]:
-    """The order of results: relevance, then newer first."""
-    return candidate[0], candidate[1]
+def finish_hits(
+    language: analysis.Language,
+    query: analysis.Query,
+    chosen: Sequence[tuple[ranking.Candidate, Entry, Sequence[ranking.TermMaps]]],
+) -> list[tuple[Entry, float, bool, tuple[str, ...]]]:
+    """The chosen hits in their final order: full matches first, a phrase bonus within each group; with held words."""
+    out = []
+    for candidate, entry, maps in chosen:
+        bonus = ranking.phrase_bonus(language, entry.text, query)
+        words = _held(language, query.required, candidate, entry, maps)
+        out.append((candidate.full, candidate.score + bonus, candidate.stamp, entry, words))
+    out.sort(key=lambda item: (item[0], round(item[1], 9), item[2]), reverse=True)
+    return [(entry, score, full, words) for full, score, _, entry, words in out]
 
 
-def best(candidates: Iterable[Candidate], limit: int) -> list[Candidate]:
-    """The `limit` best candidates, best first."""
-    return heapq.nlargest(limit, candidates, key=rank)
+def _held(
+    language: analysis.Language,
+    terms: Sequence[analysis.Term],
+    candidate: ranking.Candidate,
+    entry: Entry,
+    maps: Sequence[ranking.TermMaps],
+) -> tuple[str, ...]:
+    """The query words a hit holds: from the postings for a document, from its text for an uncommitted entry."""
+    if candidate.full:
+        return tuple(term.word for term in terms)
+    if isinstance(candidate.ref, Entry):
+        return tuple(ranking.held_words(language, entry.text, terms))
+    docnum = candidate.ref
+    return tuple(t.word for t, m in zip(terms, maps, strict=True) if docnum in m.exact or docnum in m.longer)
 
 
-def hits(ranked: Sequence[tuple[Entry, float]], parts: Sequence[analysis.Part], snippet_chars: int) -> list[Hit]:
+def hits(
+    language: analysis.Language,
+    found: Sequence[tuple[Entry, float, bool, tuple[str, ...]]],
+    terms: Sequence[analysis.Term],
+    snippet_chars: int,
+) -> list[Hit]:
     """Search results with their snippets."""
-    return [Hit(entry, score, analysis.snippet(entry.text, parts, snippet_chars)) for entry, score in ranked]
+    return [
+        Hit(entry, score, language.snippet(entry.text, terms, snippet_chars), "all" if full else "partial", words)
+        for entry, score, full, words in found
+    ]
 
 
 def check_limit(limit: int) -> None:

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from braind import analysis
 from braind import layered_store as store
 from braind import schema as s
 from braind.entries import TYPES
@@ -124,8 +123,9 @@ class LayeredMemory:
         if triggers:
             found = typed.recall_triggers(triggers, project, 10000, type)
             if query is not None:
-                parts = parse_query(query)
-                found = [e for e in found if analysis.parts_match(searchable(e), parts)]
+                language = self.memory.index.language
+                terms = parse_query(query, language).required
+                found = [e for e in found if language.matches(searchable(e), terms)]
             typed.used(found[:limit])
             return {"scope": "typed", "entries": [typed.describe(e) for e in found[:limit]], "total": len(found)}
         return {"scope": "typed", **typed.query(query or "", project, limit, type)}

@@ -25,22 +25,21 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from braind import analysis, manifest
+from braind import analysis, manifest, ranking
 from braind.entries import Entry
 from braind.errors import BraindError, Unavailable
 from braind.index import (
     SCHEMA_VERSION,
-    Candidate,
     FileRecord,
     Filters,
-    Hit,
+    Found,
     Index,
     Rebuild,
     build_directory,
     check_limit,
-    hits,
+    finish_hits,
+    make_found,
     parse_query,
-    rank,
 )
 
 log = logging.getLogger("braind.index")
@@ -80,6 +79,12 @@ def _needed_roots(part: Index, roots: Sequence[str] | None) -> Sequence[str] | N
     return None if roots is not None and part.roots() <= set(roots) else roots
 
 
+def _from(candidate: ranking.Candidate, part: Index, maps: list[ranking.TermMaps]) -> ranking.Candidate:
+    """A partition's candidate, marked with where to load it from and its partition's postings."""
+    candidate.source = (part, maps)
+    return candidate
+
+
 def _tuple(roots: Sequence[str] | None) -> tuple[str, ...] | None:
     """Roots as the filters hold them."""
     return None if roots is None else tuple(roots)
@@ -89,9 +94,16 @@ class PartitionedIndex:
     """The same interface as `index.Index`, spread over partitions by time."""
 
     def __init__(
-        self, state_dir: Path, identity: str, commit_ms: int = 500, parallel_min_entries: int = _PARALLEL_MIN_ENTRIES
+        self,
+        state_dir: Path,
+        identity: str,
+        commit_ms: int = 500,
+        parallel_min_entries: int = _PARALLEL_MIN_ENTRIES,
+        languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES,
     ) -> None:
         self._state_dir = Path(state_dir)
+        self.languages = tuple(languages)
+        self.language = analysis.language(self.languages)
         self._parallel_min_entries = parallel_min_entries
         self._dir = self._state_dir / _PARTITIONS
         self._identity = identity
@@ -128,7 +140,7 @@ class PartitionedIndex:
 
     def _open_part(self, key: str) -> bool:
         """Open (or create) one partition; True when it had to start empty."""
-        part = Index(self._dir / key, f"{self._identity}#{key}", self._commit_ms)
+        part = Index(self._dir / key, f"{self._identity}#{key}", self._commit_ms, self.languages)
         fresh = part.open()
         self._parts[key] = part
         return fresh
@@ -139,6 +151,7 @@ class PartitionedIndex:
             "layout_version": LAYOUT_VERSION,
             "schema_version": SCHEMA_VERSION,
             "analyzer_version": analysis.ANALYZER_VERSION,
+            "languages": list(self.languages),
             "identity": self._identity,
         }
 
@@ -342,30 +355,42 @@ class PartitionedIndex:
         type: str | None = None,
         limit: int = 20,
         snippet_chars: int = 240,
-    ) -> tuple[list[Hit], int]:
-        """Search only the partitions the window covers; merge best first, newer first on ties.
+        strict: bool = False,
+    ) -> Found:
+        """Search the partitions the window covers: full matches first, then (unless strict) the best partial ones.
 
-        Each partition proposes its best matches as candidates, and only the overall best are
-        loaded and given snippets; every partition's lock is held meanwhile (always taken in key
-        order) so that a commit cannot swap a searcher between the two steps.
+        Word weights come from every partition searched, so that scores compare across them; each
+        partition proposes its best candidates, and only the overall best are loaded and given
+        snippets. Every partition's lock is held meanwhile (always taken in key order) so that a
+        commit cannot swap a searcher between the steps.
         """
-        parsed = parse_query(query)
+        parsed = parse_query(query, self.language)
         check_limit(limit)
+        terms = parsed.required
         with self._lock:
             parts = [(key, self._parts[key]) for key in _window(sorted(self._parts), since)]
         with ExitStack() as held:
             for _, part in parts:
                 held.enter_context(part.reading)
-            found: list[tuple[Candidate, Index]] = []
-            total = 0
-            for key, part in parts:
+            prepared = [(key, part, *part.term_maps(terms)) for key, part in parts]
+            stats = [ranking.Stats(0, 0, 0, 0)] * len(terms)
+            for _, _, _, part_stats in prepared:
+                stats = [total + more for total, more in zip(stats, part_stats, strict=True)]
+            weights = [ranking.weights_of(st) for st in stats]
+            full: list[ranking.Candidate] = []
+            partial: list[ranking.Candidate] = []
+            total = partial_total = 0
+            for key, part, maps, _ in prepared:
                 needed = Filters(_needed_since(key, since), _tuple(_needed_roots(part, roots)), type)
-                candidates, count = part.gather(parsed, needed, limit)
-                found += [(candidate, part) for candidate in candidates]
-                total += count
-            chosen = heapq.nlargest(limit, found, key=lambda pair: rank(pair[0]))
-            ranked = [part.load([candidate])[0] for candidate, part in chosen]
-        return hits(ranked, parsed, snippet_chars), total
+                ranked = part.rank(terms, maps, weights, needed, limit, strict)
+                full += [_from(c, part, maps) for c in ranked.full]
+                partial += [_from(c, part, maps) for c in ranked.partial]
+                total, partial_total = total + ranked.total, partial_total + ranked.partial_total
+            chosen = heapq.nlargest(limit, full) + heapq.nlargest(max(limit - len(full), 0), partial)
+            loaded = [(c, c.source[0].load([c])[0], c.source[1]) for c in chosen]
+        found = finish_hits(self.language, parsed, loaded)
+        ranked = ranking.Ranked([], [], total, partial_total)
+        return make_found(self.language, found, terms, stats, ranked, snippet_chars)
 
     def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
         """Every entry of every partition whose field (fp, key, triggers, type) holds one of the values."""
@@ -444,7 +469,9 @@ class PartitionedRebuild:
         """Start a partition's rebuild and send its files to a worker."""
         assert self._pool is not None
         rebuild = self._rebuilds[key] = self._start(key)
-        self._jobs[key] = self._pool.submit(_build_job, str(rebuild.directory), self._files.pop(key))
+        self._jobs[key] = self._pool.submit(
+            _build_job, str(rebuild.directory), self._files.pop(key), self._index.languages
+        )
 
     def _wait_below(self, limit: int) -> None:
         """Wait until fewer than `limit` jobs are unfinished, so that queued entries stay few."""
@@ -488,9 +515,11 @@ class PartitionedRebuild:
         for key, files in pending.items():
             if parallel:
                 assert self._pool is not None
-                self._jobs[key] = self._pool.submit(_build_job, str(self._rebuilds[key].directory), files)
+                self._jobs[key] = self._pool.submit(
+                    _build_job, str(self._rebuilds[key].directory), files, self._index.languages
+                )
             else:
-                build_directory(self._rebuilds[key].directory, files)
+                build_directory(self._rebuilds[key].directory, files, self._index.languages)
         for job in self._jobs.values():
             job.result()
 
@@ -522,6 +551,6 @@ class PartitionedRebuild:
         self._end()
 
 
-def _build_job(directory: str, files: list[tuple[FileRecord, tuple[Entry, ...]]]) -> int:
+def _build_job(directory: str, files: list[tuple[FileRecord, tuple[Entry, ...]]], languages: tuple[str, ...]) -> int:
     """Worker-process entry point: build one partition directory."""
-    return build_directory(Path(directory), files)
+    return build_directory(Path(directory), files, languages)

@@ -1,12 +1,12 @@
-"""Scored postings of one Whoosh searcher, read once per query word and kept while it lives.
+"""Weighted postings of one Whoosh searcher, read once per query term and kept while it lives.
 
-Recall ANDs a few words, each a prefix that may expand to many terms. Whoosh's
-matcher trees rebuild those unions for every query, score the AND in Python
-and run the query a second time to count the hits. Here each query part is
-read once into a map of document number → BM25F score (the same formula and
-statistics Whoosh uses), the AND is a set intersection, the total is its size,
-and the maps of recent parts are kept until the searcher is replaced, within
-a budget of postings.
+Recall combines a few words, each a prefix that may expand to many terms.
+Whoosh's matcher trees rebuild those unions for every query and score them in
+Python. Here each query term is read once into a map of document number →
+BM25 term weight (saturated frequency over normalised length, without the
+idf, which the caller takes from every partition the query covers), so that
+AND is a set intersection, OR a set union, and the maps of recent terms are
+kept until the searcher is replaced, within a budget of postings.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import bisect
 import contextlib
 import io
 import itertools
-import math
 import struct
 import sys
 import threading
@@ -30,16 +29,18 @@ from whoosh.columns import NumericColumn
 from whoosh.filedb.filetables import OrderedHashReader
 from whoosh.filedb.structfile import StructFile
 from whoosh.matching import WrappingMatcher
-from whoosh.query import Query
 from whoosh.reading import TermNotFound
-from whoosh.scoring import BM25F
 from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length
 
 from braind import analysis
 
 Scores = dict[int, float]
+EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
+K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
+_K1_PLUS_1 = K1 + 1
 Made = TypeVar("Made")
+CacheKey = tuple[int, str, str, str]  # searcher, field, term, mode
 Block = tuple[int, Sequence[int], Sequence[float]]  # segment offset, document ids, weights
 
 CACHE_POSTINGS = 200_000  # scored postings kept, all searchers together: about 20 MB
@@ -175,11 +176,11 @@ class _ScoreCache:
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
-        self._maps: OrderedDict[tuple[int, analysis.Part], Scores] = OrderedDict()
+        self._maps: OrderedDict[CacheKey, Scores] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()  # partitions are searched from several threads
 
-    def get(self, key: tuple[int, analysis.Part]) -> Scores | None:
+    def get(self, key: CacheKey) -> Scores | None:
         """A cached part's scores, or None."""
         with self._lock:
             found = self._maps.get(key)
@@ -187,7 +188,7 @@ class _ScoreCache:
                 self._maps.move_to_end(key)
             return found
 
-    def put(self, key: tuple[int, analysis.Part], scores: Scores) -> None:
+    def put(self, key: CacheKey, scores: Scores) -> None:
         """Keep a part's scores unless they alone exceed the budget."""
         if len(scores) > self._budget:
             return
@@ -212,7 +213,7 @@ _OWNERS = itertools.count()
 
 
 class SearcherView:
-    """Per-searcher arrays (field lengths, stamps, deletions) and a cache of scored query parts.
+    """Per-searcher arrays (field lengths, stamps, deletions) and a cache of weighted query terms.
 
     Not thread-safe: callers hold the lock that guards the searcher.
     """
@@ -230,54 +231,54 @@ class SearcherView:
         weakref.finalize(self, _SCORES.forget, self._owner)
         self._leaves: list[tuple[Any, int]] = list(searcher.leaf_searchers())
         self._offsets = [offset for _, offset in self._leaves]
-        self._lengths: array[int] | None = None
-        self._norm: list[float] | None = None
+        self._lengths: dict[str, array[int]] = {}
+        self._norm: dict[str, list[float]] = {}
         self._stamps: array[int] | None = None
         self._deleted: set[int] | None = None
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
 
-    def part_scores(self, part: analysis.Part) -> Scores:
-        """Every live document holding the part, with its score; cached while the searcher lives."""
-        found = _SCORES.get((self._owner, part))
+    def weights(self, field: str, key: str, mode: str) -> Scores:
+        """Every live document holding a term, with its BM25 term weight (no idf); cached while the searcher lives.
+
+        Modes: EXACT the term itself, LONGER every longer term it begins, PREFIX both (a CJK character),
+        RUN every bigram of a CJK run, kept where the stored text holds the run itself.
+        """
+        cache_key = (self._owner, field, key, mode)
+        found = _SCORES.get(cache_key)
         if found is None:
-            found = self._score_part(part)
-            _SCORES.put((self._owner, part), found)
+            found = self._read_weights(field, key, mode)
+            _SCORES.put(cache_key, found)
         return found
 
-    def _score_part(self, part: analysis.Part) -> Scores:
-        """Read and score the postings of one part."""
-        is_cjk, text = part
-        if not isinstance(self.searcher.weighting, BM25F):
-            found = self._query_scores(analysis.part_query(part))
-        elif is_cjk and len(text) > 2:
-            found = self._run_scores(text)
+    def _read_weights(self, field: str, key: str, mode: str) -> Scores:
+        """Read and weigh the postings of one term (or its expansions) in one field."""
+        if mode == RUN:
+            found = self._run_weights(field, key)
         else:
-            found = self._terms_scores(self._read_terms(text.encode(), prefix=not is_cjk or len(text) == 1))
+            blocks = self._read_terms(key.encode(), prefix=mode != EXACT, field=field)
+            if mode == LONGER:
+                blocks.pop(key.encode(), None)
+            found = self._terms_weights(field, blocks)
         for docnum in self._deleted_docs() & found.keys():
             del found[docnum]
         return found
 
-    def _run_scores(self, run: str) -> Scores:
+    def _run_weights(self, field: str, run: str) -> Scores:
         """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
-        maps = sorted(
-            (self._terms_scores(self._read_terms(b.encode(), prefix=False)) for b in analysis.bigrams(run)), key=len
-        )
+        maps = sorted((self.weights(field, pair, EXACT) for pair in analysis.bigrams(run)), key=len)
         docs: set[int] | Any = maps[0].keys()
         for other in maps[1:]:
             docs = docs & other.keys()
-        part = [(True, run)]
-        return {
-            n: sum(m[n] for m in maps)
-            for n in docs
-            if analysis.parts_match(self.stored(n).get(analysis.FIELD, ""), part)
-        }
+        if field != analysis.FIELD:  # context is not stored: the bigrams must do
+            return {n: sum(m[n] for m in maps) for n in docs}
+        return {n: sum(m[n] for m in maps) for n in docs if run in self.stored(n).get(analysis.FIELD, "")}
 
-    def _read_terms(self, text: bytes, prefix: bool) -> dict[bytes, list[Block]]:
+    def _read_terms(self, text: bytes, prefix: bool, field: str | None = None) -> dict[bytes, list[Block]]:
         """The posting blocks of the term (or of every term it begins) in each segment, by term."""
         blocks: dict[bytes, list[Block]] = {}
         for sub, offset in self._leaves:
             reader = sub.reader()
-            for term, matcher in self._matchers(reader, text, prefix):
+            for term, matcher in self._matchers(reader, text, prefix, field):
                 if isinstance(matcher, WrappingMatcher):  # deletions; dropped from the scores afterwards
                     matcher = matcher.child
                 blocks.setdefault(term, []).extend((offset, ids, weights) for ids, weights in _blocks(matcher))
@@ -321,57 +322,48 @@ class SearcherView:
                     found.update([n + offset for n in ids] if offset else ids)
         return found - self._deleted_docs() if found else found
 
-    def _terms_scores(self, blocks: dict[bytes, list[Block]]) -> Scores:
-        """BM25F summed over the terms, as Whoosh's array union matcher sums them, with Whoosh's statistics."""
-        k1 = self.searcher.weighting.K1
-        norms = self._norms()
-        count = self.searcher.doc_count_all()
+    def _terms_weights(self, field: str, blocks: dict[bytes, list[Block]]) -> Scores:
+        """BM25's term-frequency part summed over the terms; the caller multiplies by the idf of the window."""
+        norms = self._norms(field)
         scores: Scores = {}
         get = scores.get
         for term_blocks in blocks.values():
-            frequency = sum(len(ids) for _, ids, _ in term_blocks)  # postings, deleted ones included
-            boost = (math.log(count / (frequency + 1)) + 1) * (k1 + 1)
             for offset, ids, weights in term_blocks:
                 if offset:
                     ids = [docnum + offset for docnum in ids]
                 if not scores:
-                    scores = {n: boost * w / (w + norms[n]) for n, w in zip(ids, weights, strict=True)}
+                    scores = {n: _K1_PLUS_1 * w / (w + norms[n]) for n, w in zip(ids, weights, strict=True)}
                     get = scores.get
                     continue
                 for docnum, weight in zip(ids, weights, strict=True):
-                    scores[docnum] = get(docnum, 0.0) + boost * weight / (weight + norms[docnum])
+                    scores[docnum] = get(docnum, 0.0) + _K1_PLUS_1 * weight / (weight + norms[docnum])
         return scores
 
-    def _norms(self) -> list[float]:
-        """BM25F's length normalisation of every document, in top-level numbering; made once per searcher."""
-        if self._norm is None:
-            weighting = self.searcher.weighting
-            k1 = weighting.K1
-            b = weighting._field_B.get(self._field, weighting.B)
-            avgfl = self.searcher.avg_field_length(self._field) or 1
-            base, per_length = k1 * (1 - b), k1 * b / avgfl
-            self._norm = [base + per_length * _LENGTHS[length] for length in self._field_lengths()]
-        return self._norm
+    def _norms(self, field: str) -> list[float]:
+        """BM25's length normalisation of every document in one field, in top-level numbering; once per searcher."""
+        found = self._norm.get(field)
+        if found is None:
+            avgfl = self.avg_length(field) or 1
+            base, per_length = K1 * (1 - B), K1 * B / avgfl
+            found = self._norm[field] = [base + per_length * _LENGTHS[n] for n in self._field_lengths(field)]
+        return found
 
-    def _query_scores(self, query: Query) -> Scores:
-        """Scores from Whoosh's own matchers, for phrases (multi-character CJK runs)."""
-        context = self.searcher.context()
-        scores: Scores = {}
-        for sub, offset in self._leaves:
-            matcher = query.matcher(sub, context)
-            while matcher.is_active():
-                scores[offset + matcher.id()] = matcher.score()
-                matcher.next()
-        return scores
+    def avg_length(self, field: str) -> float:
+        """The average length of a field over the searcher's documents that have it."""
+        return float(self.searcher.avg_field_length(field) or 0.0)
 
-    def _field_lengths(self) -> array[int]:
-        """The length byte of the text field of every document, in top-level numbering."""
-        if self._lengths is None:
-            lengths = array("B")
+    def documents(self) -> int:
+        """The number of live documents, entries and file records together: BM25's N."""
+        return int(self.searcher.doc_count())
+
+    def _field_lengths(self, field: str) -> array[int]:
+        """The length byte of a field of every document, in top-level numbering."""
+        found = self._lengths.get(field)
+        if found is None:
+            found = self._lengths[field] = array("B")
             for sub, _ in self._leaves:
-                lengths.extend(self._segment_array(sub.reader(), "lengths", _leaf_lengths))
-            self._lengths = lengths
-        return self._lengths
+                found.extend(self._segments.get(sub.reader(), "lengths", field, _leaf_lengths))
+        return found
 
     def _deleted_docs(self) -> set[int]:
         """Deleted documents in top-level numbering."""

@@ -29,13 +29,20 @@ def _problem(p: dict[str, Any]) -> str:
 
 
 def hits(result: dict[str, Any]) -> str:
-    """One block per hit, newest relevance first, then the total."""
+    """One line per hit, best first (partial matches marked with the words they hold), the totals, any hint."""
     lines = []
     for hit in result["hits"]:
         kind = "" if hit["type"] == "note" else f" [{hit['type']}]"
         when = f"{hit['date']} {hit['time']}".strip() or "(undated)"  # MEMORY.md sections have no date
-        lines.append(f"{when}{kind} {hit['snippet']}  ({hit['fp']})")
-    lines.append(f"{result['total']} match{'es' if result['total'] != 1 else ''}")
+        partly = f" (partial: {', '.join(hit['matched'])})" if hit.get("match") == "partial" else ""
+        lines.append(f"{when}{kind} {hit['snippet']}  ({hit['fp']}){partly}")
+    total, partial = result["total"], result.get("partial_total", 0)
+    summary = f"{total} {'entry holds' if total == 1 else 'entries hold'} every word"
+    if partial:
+        summary += f", {partial} some of them"
+    lines.append(summary)
+    if result.get("hint"):
+        lines.append(f"hint: {result['hint']}")
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from braind.config import Config
 from braind.entries import Entry, Line, render_line
 from braind.errors import BraindError
 from braind.fsutil import append_line
+from braind.index import Found, Hit
 from braind.inject import TurnLedger
 from braind.layered_inject import compose
 from braind.layered_tools import LayeredMemory
@@ -117,21 +118,26 @@ class Memory:
         type: str | None = None,
         project: str | None = None,
         realm: str | None = None,
+        strict: bool = False,
     ) -> dict[str, Any]:
-        """Multi-word AND search over the recent days of the visible roots."""
+        """Entries holding every query word, then the best holding some; all of memory unless days narrows it."""
         days = days or self.config.recall.scan_days
-        since = (self.clock().date() - dt.timedelta(days=days - 1)).isoformat()
+        since = (self.clock().date() - dt.timedelta(days=days - 1)).isoformat() if days else None
         roots = [str(r.path) for r in self.visible_roots(project, realm)]
-        hits, total = self.index.search(
+        found = self.index.search(
             query,
             since=since,
             roots=roots,
             type=type,
             limit=limit or self.config.recall.max_results,
             snippet_chars=self.config.recall.snippet_chars,
+            strict=strict,
         )
-        self.typed.used(h.entry for h in hits)
-        return {"hits": [_hit(h.entry, h.snippet, h.score) for h in hits], "total": total}
+        self.typed.used(h.entry for h in found.hits)
+        result = {"hits": [_hit(h) for h in found.hits], "total": found.total, "partial_total": found.partial_total}
+        if not found.hits:
+            result["hint"] = recall_hint(found, days or None, strict, type, realm)
+        return result
 
     def inject(
         self, session: str, turn: int | None = None, project: str | None = None, signals: dict[str, Any] | None = None
@@ -261,8 +267,25 @@ def _last_matching(entries: Sequence[Entry], line: Line) -> Entry | None:
     return None
 
 
-def _hit(entry: Entry, snippet: str, score: float) -> dict[str, Any]:
+def recall_hint(found: Found, days: int | None, strict: bool, type: str | None, realm: str | None) -> str:
+    """What to try when recall found nothing: the words no entry holds, and what narrowed the search."""
+    advice = []
+    if found.unmatched:
+        advice.append(f"no entry holds {' or '.join(repr(word) for word in found.unmatched)}: try other words")
+    if strict and found.partial_total:
+        some = "1 entry holds" if found.partial_total == 1 else f"{found.partial_total} entries hold"
+        advice.append(f"{some} some of the words: search without strict to see them")
+    elif not found.unmatched:
+        advice.append("no entry holds all of these words together: try fewer words")
+    narrowed = [f"the last {days} days" if days else "", f"type {type}" if type else "", realm and f"{realm} memory"]
+    if any(narrowed):
+        advice.append(f"only {', '.join(filter(None, narrowed))} searched: widen the search to look further")
+    return "; ".join(advice) + "."
+
+
+def _hit(hit: Hit) -> dict[str, Any]:
     """One recall hit as the wire carries it."""
+    entry = hit.entry
     return {
         "fp": entry.fp,
         "path": entry.path,
@@ -274,8 +297,10 @@ def _hit(entry: Entry, snippet: str, score: float) -> dict[str, Any]:
         "triggers": list(entry.triggers),
         "realm": entry.realm,
         "text": entry.text,
-        "snippet": snippet,
-        "score": round(score, 4),
+        "snippet": hit.snippet,
+        "score": round(hit.score, 4),
+        "match": hit.match,
+        "matched": list(hit.matched),
     }
 
 

@@ -15,11 +15,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from braind import analysis, chains
+from braind import chains
+from braind.analysis import Term
 from braind.compact import Decision, plan
 from braind.entries import TYPES, Entry, GrammarError, Line, Meta, make_meta
 from braind.errors import Ambiguous, BraindError, InvalidParams, NotFound
 from braind.index import parse_query
+from braind.ranking import held_words
 from braind.redact import redact
 from braind.roots import Root
 from braind.state import RootState, utc_now
@@ -263,14 +265,25 @@ class TypedMemory:
         ranked = [c.entry for c in rank([Chosen(e, (), self._weight(e)) for e in live])]
         return {"entries": [self.describe(e) for e in ranked[:limit]], "total": len(ranked)}
 
-    def query(self, term: str, project: str | None = None, limit: int = 20, type: str | None = None) -> dict[str, Any]:
-        """Typed memories holding every word of term (in text, key or triggers), in injection order."""
-        parts = parse_query(term)
+    def query(
+        self, term: str, project: str | None = None, limit: int = 20, type: str | None = None, strict: bool = False
+    ) -> dict[str, Any]:
+        """Typed memories holding every word of term (text, key, triggers), in injection order; then some."""
+        language = self.memory.index.language
+        terms = parse_query(term, language).required
         live = [e for e in self.typed_entries(project, type) if e.status != "tombstoned"]
-        matched = [e for e in live if analysis.parts_match(searchable(e), parts)]
-        ranked = [c.entry for c in rank([Chosen(e, (), self._weight(e)) for e in matched])][:limit]
+        held = {e: held_words(language, searchable(e), terms) for e in live}
+        full = self._in_order([e for e in live if len(held[e]) == len(terms)])
+        partial = [] if strict else self._in_order([e for e in live if 0 < len(held[e]) < len(terms)])
+        partial.sort(key=lambda e: len(held[e]), reverse=True)  # stable: injection order among equals
+        ranked = (full + partial)[:limit]
         self.used(ranked)
-        return {"entries": [self.describe(e) for e in ranked], "total": len(matched)}
+        described = [{**self.describe(e), **_match(held[e], terms)} for e in ranked]
+        return {"entries": described, "total": len(full), "partial_total": len(partial)}
+
+    def _in_order(self, entries: list[Entry]) -> list[Entry]:
+        """Entries in injection order: pinned, then workflow > error > decision > fact, then weight."""
+        return [c.entry for c in rank([Chosen(e, (), self._weight(e)) for e in entries])]
 
     def recall_triggers(
         self, triggers: Sequence[str], project: str | None = None, limit: int = 20, type: str | None = None
@@ -282,18 +295,29 @@ class TypedMemory:
         chosen = choose(live, triggers, weights, limit, 1 << 30)
         return [c.entry for c in chosen]
 
-    def entries(self, term: str | None = None, project: str | None = None, limit: int = 50) -> dict[str, Any]:
-        """Raw entries of any type and status: matching term, or the newest when no term is given."""
-        if term:
-            parts = parse_query(term)
-            roots = list(self._roots(project))
-            hits, _ = self.memory.index.search(term, roots=roots, limit=limit)
-            removed = self._visible(self.memory.index.select("status", ["tombstoned"]), project)
-            found = [h.entry for h in hits] + [e for e in removed if analysis.parts_match(e.text, parts)]
-        else:
-            found = self._newest(project, limit)
-        found.sort(key=lambda e: (e.date, e.time, e.path, e.line), reverse=True)
-        return {"entries": [self.describe(e) for e in found[:limit]], "total": len(found)}
+    def entries(
+        self, term: str | None = None, project: str | None = None, limit: int = 50, strict: bool = False
+    ) -> dict[str, Any]:
+        """Raw entries of any type and status, newest first: those holding every word of term, then those holding some.
+
+        Without a term, the newest entries.
+        """
+        if not term:
+            found = sorted(self._newest(project, limit), key=_newest_first, reverse=True)
+            return {"entries": [self.describe(e) for e in found[:limit]], "total": len(found)}
+        language = self.memory.index.language
+        terms = parse_query(term, language).required
+        hits = self.memory.index.search(term, roots=list(self._roots(project)), limit=limit, strict=strict).hits
+        removed = self._visible(self.memory.index.select("status", ["tombstoned"]), project)
+        held = {h.entry: list(h.matched) for h in hits}
+        for entry in removed:
+            words = held_words(language, entry.text, terms)
+            if len(words) == len(terms) or (words and not strict):
+                held[entry] = words
+        full = sorted((e for e, w in held.items() if len(w) == len(terms)), key=_newest_first, reverse=True)
+        partial = sorted((e for e, w in held.items() if len(w) < len(terms)), key=_newest_first, reverse=True)
+        described = [{**self.describe(e), **_match(held[e], terms)} for e in (full + partial)[:limit]]
+        return {"entries": described, "total": len(full), "partial_total": len(partial)}
 
     def _newest(self, project: str | None, limit: int) -> list[Entry]:
         """The newest entries of the visible roots, diary days newest first."""
@@ -450,6 +474,16 @@ def _meta(type: str, key: str | None, triggers: tuple[str, ...]) -> Meta:
         return make_meta(type, key, triggers)
     except GrammarError as exc:
         raise InvalidParams("invalid_params", str(exc)) from None
+
+
+def _newest_first(entry: Entry) -> tuple[str, str, str, int]:
+    """The order of raw entry listings: by date and time, then place."""
+    return entry.date, entry.time, entry.path, entry.line
+
+
+def _match(held: list[str], terms: Sequence[Term]) -> dict[str, Any]:
+    """Whether an entry holds every query word, and which it holds."""
+    return {"match": "all" if len(held) == len(terms) else "partial", "matched": held}
 
 
 def searchable(entry: Entry) -> str:

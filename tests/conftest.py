@@ -122,8 +122,9 @@ class Daemon:
         return int(self.call("status")["generation"])
 
     def recall(self, query: str, **params: Any) -> list[str]:
-        """The texts recalled for a query."""
-        return [hit["text"] for hit in self.call("brain_recall", query=query, **params)["hits"]]
+        """The texts of the entries recalled as holding every word of a query (the full matches)."""
+        hits = self.call("brain_recall", query=query, **params)["hits"]
+        return [hit["text"] for hit in hits if hit["match"] == "all"]
 
     def wait_recall(self, query: str, text: str, timeout: float = 15.0) -> None:
         """Wait until a recall of query returns text (editor writes land after the debounce)."""

@@ -1,4 +1,4 @@
-"""The analyzer, the query translation and the pure-Python matcher that mirrors it."""
+"""The analyzer, query parsing and the pure-Python matcher that mirrors the index."""
 
 from __future__ import annotations
 
@@ -8,18 +8,34 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from whoosh.query import And, Term
 
 from braind import analysis
 
+EN = analysis.language()
 
-def tokens(text: str) -> list[tuple[str, int]]:
+
+def tokens(text: str, languages: tuple[str, ...] = ("en",)) -> list[tuple[str, int]]:
     """(term, position) pairs as the index sees them."""
-    return [(t.text, t.pos) for t in analysis.analyzer()(text, positions=True)]
+    return [(t.text, t.pos) for t in analysis.analyzer(languages)(text, positions=True)]
 
 
-def test_words_are_folded_and_split_on_punctuation() -> None:
-    assert tokens("Hello, CAFÉ-naïve   world_2!") == [("hello", 0), ("cafe", 1), ("naive", 2), ("world_2", 3)]
+def words(query: str) -> list[tuple[str, tuple[str, ...], bool]]:
+    """(word, index keys, stopword) of each word of a query."""
+    return [(t.word, t.keys, t.stop) for t in EN.query(query).terms]
+
+
+def test_words_are_folded_stemmed_and_split_on_punctuation() -> None:
+    assert tokens("Hello, CAFÉ-naïve   world_2!") == [("hello", 0), ("cafe", 1), ("naiv", 2), ("world_2", 3)]
+
+
+def test_word_forms_share_one_stem() -> None:
+    for group in (["drink", "drinks", "Drinking"], ["research", "researched"], ["agency", "agencies"]):
+        assert len({term for text in group for term, _ in tokens(text)}) == 1, group
+
+
+def test_possessives_and_punctuation_are_dropped() -> None:
+    assert words("Caroline's") == [("caroline", ("carolin",), False), ("s", ("s",), True)]
+    assert [word for word, _, _ in words("drink?!")] == ["drink"]
 
 
 def test_decomposed_accents_and_full_width_letters_fold_too() -> None:
@@ -39,6 +55,7 @@ def test_every_character_of_a_run_begins_a_term() -> None:
 
 def test_mixed_word_splits_into_script_runs() -> None:
     assert tokens("API限流 ok") == [("api", 0), ("限流", 1), ("流", 2), ("ok", 3)]
+    assert [(w, k) for w, k, _ in words("API限流")] == [("api", ("api",)), ("限流", ("限流",))]
 
 
 @pytest.mark.parametrize("text", ["データベース", "서버배포", "我的データ"])
@@ -53,73 +70,96 @@ def test_character_offsets_when_asked() -> None:
 
 
 def test_analyzer_pickles_with_the_schema() -> None:
-    copy = pickle.loads(pickle.dumps(analysis.analyzer()))
-    assert [t.text for t in copy("Café 茶叶")] == ["cafe", "茶叶", "叶"]
+    copy = pickle.loads(pickle.dumps(analysis.analyzer(("en", "de"))))
+    assert copy.languages == ("en", "de")
+    assert [t.text for t in copy("Café 茶叶")] == ["cafe", "caf", "茶叶", "叶"]
 
 
 def test_counts_keep_frequencies_as_weights_without_values() -> None:
-    values = sorted(analysis.Counts().word_values("kafka 茶叶 kafka", analysis.analyzer()))
+    values = sorted(analysis.Counts().word_values("kafka 茶叶 kafkas", analysis.analyzer()))
     assert values == sorted([("kafka", 2, 2.0, b""), ("茶叶", 1, 1.0, b""), ("叶", 1, 1.0, b"")])
 
 
-def test_query_clauses_per_kind_of_word() -> None:
-    assert [type(q) for q in analysis.query_clauses("Deploy")] == [analysis.WordPrefix]
-    assert analysis.query_clauses("Deploy")[0].text == "deploy"
-    assert [(type(q), q.text) for q in analysis.query_clauses("茶")] == [(analysis.WordPrefix, "茶")]
-    assert analysis.query_clauses("乌龙") == [Term("text", "乌龙")]
-    assert analysis.query_clauses("乌龙茶") == [And([Term("text", "乌龙"), Term("text", "龙茶")])]
-    mixed = analysis.query_clauses("API限流")
-    assert mixed[0].text == "api" and mixed[1] == Term("text", "限流")
-    assert analysis.query_clauses("--") == []
+def test_stopwords_are_marked_and_only_required_when_nothing_else_is_asked() -> None:
+    query = EN.query("What is my favorite drink?")
+    assert [t.word for t in query.terms if t.stop] == ["what", "is", "my"]
+    assert [t.word for t in query.required] == ["favorite", "drink"]
+    assert [t.word for t in EN.query("who are you").required] == ["who", "are", "you"]
+
+
+def test_words_with_one_stem_are_required_once() -> None:
+    assert [t.word for t in EN.query("drink drinks Drinking").required] == ["drink"]
+
+
+def test_other_languages_stem_their_own_words() -> None:
+    both = analysis.language(("en", "de"))
+    assert set(both.stems("hauser")) == {"hauser", "haus"}
+    assert both.stopwords >= {"und", "the"}
+    assert tokens("Häuser", ("en", "de")) == [("hauser", 0), ("haus", 0)]
+
+
+def test_english_stemming_keeps_other_scripts_as_they_were() -> None:
+    assert tokens("Москва улицы") == [("москва", 0), ("улицы", 1)]
+    assert tokens("서버배포") == [("서버", 0), ("버배", 1), ("배포", 2), ("포", 3)]
 
 
 @pytest.mark.parametrize(
-    ("text", "words"),
+    ("text", "query"),
     [
-        ("We deployed it", ["deploy"]),
-        ("we DEPLOYS", ["Deploy"]),
-        ("un café noir", ["CAFÉ", "noir"]),
-        ("我最喜欢的饮料是乌龙茶", ["乌龙茶"]),
-        ("我最喜欢的饮料是乌龙茶", ["茶"]),
-        ("hit the API限流 today", ["api限流"]),
-        ("hit the API限流 today", ["限流", "hit"]),
-        ("anything", []),
+        ("We deployed it", "deploy"),
+        ("We deployed it", "dep"),
+        ("we DEPLOYS", "Deploy"),
+        ("un café noir", "CAFÉ noir"),
+        ("my favorite drink is oolong tea", "What is my favorite drink?"),
+        ("researched adoption agencies", "agency research"),
+        ("我最喜欢的饮料是乌龙茶", "乌龙茶"),
+        ("我最喜欢的饮料是乌龙茶", "茶"),
+        ("hit the API限流 today", "api限流"),
+        ("hit the API限流 today", "限流 hit"),
     ],
 )
-def test_text_matches(text: str, words: list[str]) -> None:
-    assert analysis.text_matches(text, words)
+def test_text_matches(text: str, query: str) -> None:
+    assert EN.matches(text, EN.query(query).required)
 
 
 @pytest.mark.parametrize(
-    ("text", "words"),
+    ("text", "query"),
     [
-        ("We deployed it", ["ployed"]),
-        ("We deployed it", ["deploy", "missing"]),
-        ("我最喜欢的饮料是乌龙茶", ["龙乌"]),
-        ("乌龙 茶", ["乌龙茶"]),
-        ("API only", ["api限流"]),
+        ("We deployed it", "ployed"),
+        ("We deployed it", "deploy missing"),
+        ("我最喜欢的饮料是乌龙茶", "龙乌"),
+        ("乌龙 茶", "乌龙茶"),
+        ("API only", "api限流"),
     ],
 )
-def test_text_does_not_match(text: str, words: list[str]) -> None:
-    assert not analysis.text_matches(text, words)
+def test_text_does_not_match(text: str, query: str) -> None:
+    assert not EN.matches(text, EN.query(query).required)
 
 
 def test_snippet_is_short_text_unchanged_on_one_line() -> None:
-    parts = analysis.query_parts("b")
-    assert analysis.snippet("a\n  b", parts, 240) == "a b"
+    assert EN.snippet("a\n  b", EN.query("b").terms, 240) == "a b"
 
 
 def test_snippet_surrounds_the_first_match_within_the_budget() -> None:
-    text = "x" * 500 + " needle " + "y" * 500
-    snip = analysis.snippet(text, analysis.query_parts("needle"), 60)
-    assert len(snip) <= 60 and "needle" in snip
+    text = "x" * 500 + " needles " + "y" * 500
+    snip = EN.snippet(text, EN.query("needle").terms, 60)
+    assert len(snip) <= 60 and "needles" in snip
     assert snip.startswith("…") and snip.endswith("…")
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 7, 240])
 def test_snippet_never_exceeds_the_limit(limit: int) -> None:
     text = "茶" * 300 + " tail"
-    assert len(analysis.snippet(text, analysis.query_parts("tail"), limit)) <= limit
+    assert len(EN.snippet(text, EN.query("tail").terms, limit)) <= limit
+
+
+def test_adjacent_pairs_are_stems_in_order() -> None:
+    assert EN.adjacent_pairs("The support groups met") == {("the", "support"), ("support", "group"), ("group", "met")}
+
+
+def test_supported_languages_are_those_with_a_stemmer() -> None:
+    assert {"en", "de", "fr", "ru"} <= set(analysis.supported_languages())
+    assert "tr" not in analysis.supported_languages()
 
 
 MIXED = [*"abZ éÉüßİ乌龙茶饮料。-_1ﬁ", "\uff0c", "\uff12"]  # a full-width comma and digit two
@@ -128,4 +168,4 @@ MIXED = [*"abZ éÉüßİ乌龙茶饮料。-_1ﬁ", "\uff0c", "\uff12"]  # a ful
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(max_size=60), st.text(alphabet=st.sampled_from(MIXED), max_size=60)))
 def test_term_counts_are_what_the_tokenizer_makes(text: str) -> None:
-    assert analysis.term_counts(text) == dict(Counter(token.text for token in analysis.analyzer()(text)))
+    assert EN.term_counts(text) == dict(Counter(token.text for token in analysis.analyzer()(text)))

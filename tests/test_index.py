@@ -17,10 +17,10 @@ from whoosh import index as whoosh_index
 from whoosh.codec.whoosh3 import W3TermInfo
 from whoosh.filedb.filestore import FileStorage
 from whoosh.formats import Existence, Frequency
-from whoosh.query import And
+from whoosh.query import And, Prefix, Term
 from whoosh.system import pack_uint
 
-from braind import analysis
+from braind import analysis, postings
 from braind import writer as writer_module
 from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
@@ -28,6 +28,8 @@ from braind.index import SCHEMA_VERSION, FileRecord, Index, _write_batch, add_fi
 from braind.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
 from tests.conftest import wait_until
 
+EN = analysis.language()
+K1, B = postings.K1, postings.B
 ROOT = "/mem/user"
 OTHER = "/mem/project"
 
@@ -52,7 +54,7 @@ def put(index: Index, name: str, *entries: Entry, root: str = ROOT) -> FileRecor
 
 def texts(index: Index, query: str, **kw: Any) -> list[str]:
     """The texts of the hits of a query, best first."""
-    return [hit.entry.text for hit in index.search(query, **kw)[0]]
+    return [hit.entry.text for hit in index.search(query, **kw).hits]
 
 
 @pytest.fixture
@@ -114,13 +116,37 @@ def test_matching(index: Index, committed: bool, query: str, found: bool) -> Non
     )
     if committed:
         index.commit()
-    assert (index.search(query)[1] > 0) is found
+    assert (index.search(query).total > 0) is found
 
 
-def test_and_needs_every_word(index: Index, settle: Settle) -> None:
+def test_full_matches_come_first_then_partial_ones_with_the_words_they_hold(index: Index, settle: Settle) -> None:
+    put(index, "diary/2026-01-10.md", entry("alpha beta", 1), entry("gamma only", 2), entry("beta only", 3))
+    put(index, "diary/2026-01-11.md", entry("alpha alone here", date="2026-01-11"))
+    settle(index)
+    found = index.search("alpha beta")
+    assert [(h.entry.text, h.match, h.matched) for h in found.hits[:1]] == [("alpha beta", "all", ("alpha", "beta"))]
+    assert sorted((h.entry.text, h.match, h.matched) for h in found.hits[1:]) == [
+        ("alpha alone here", "partial", ("alpha",)),
+        ("beta only", "partial", ("beta",)),
+    ]
+    assert (found.total, found.partial_total) == (1, 2)
+
+
+def test_strict_needs_every_word(index: Index, settle: Settle) -> None:
     put(index, "diary/2026-01-10.md", entry("alpha beta", 1), entry("alpha only", 2), entry("beta only", 3))
     settle(index)
-    assert texts(index, "alpha beta") == ["alpha beta"]
+    found = index.search("alpha beta", strict=True)
+    assert [h.entry.text for h in found.hits] == ["alpha beta"] and (found.total, found.partial_total) == (1, 2)
+
+
+def test_a_partial_match_never_outranks_a_full_one(index: Index, settle: Settle) -> None:
+    rare = [entry("zeta zeta zeta zeta", n) for n in range(1, 6)]
+    put(index, "diary/2026-01-10.md", *rare, entry("zeta common word", 6), entry("a common word", 7))
+    put(index, "diary/2026-01-11.md", *(entry(f"common {n}", n, date="2026-01-11") for n in range(1, 30)))
+    settle(index)
+    hits = index.search("zeta common").hits
+    assert [h.match for h in hits] == ["all"] + ["partial"] * (len(hits) - 1)
+    assert hits[0].entry.text == "zeta common word" and hits[0].score < hits[1].score  # rarer, yet second
 
 
 def test_index_and_python_matcher_agree(index: Index) -> None:
@@ -131,28 +157,60 @@ def test_index_and_python_matcher_agree(index: Index) -> None:
     index.commit()
     for _ in range(150):
         query = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 4)))
-        if not analysis.query_parts(query):
+        terms = EN.query(query).required
+        if not terms:
             continue
-        expected = sorted(t for t in corpus if analysis.text_matches(t, query.split()))
-        assert sorted(texts(index, query, limit=500)) == expected, query
+        expected = sorted(t for t in corpus if EN.matches(t, terms))
+        assert sorted(texts(index, query, limit=500, strict=True)) == expected, query
+        partly = sorted(t for t in corpus if any(EN.holds(t, term) for term in terms))
+        assert sorted(texts(index, query, limit=500)) == partly, query
 
 
-def test_scores_and_totals_agree_with_whoosh_over_segments_and_deletions(index: Index) -> None:
+def _whoosh_weights(searcher: Any, key: str, longer: bool) -> dict[int, float]:
+    """BM25 term weights computed from what Whoosh's own reader yields for a stem (or the longer words it begins)."""
+    reader = searcher.reader()
+    terms = [t for t in reader.expand_prefix("text", key) if t != key.encode()] if longer else [key]
+    avg = searcher.avg_field_length("text")
+    found: dict[int, float] = {}
+    for term in terms:
+        if ("text", term) not in reader:
+            continue
+        matcher = searcher.postings("text", term)
+        while matcher.is_active():
+            docnum, weight = matcher.id(), matcher.weight()
+            norm = K1 * (1 - B + B * searcher.doc_field_length(docnum, "text") / avg)
+            found[docnum] = found.get(docnum, 0.0) + (K1 + 1) * weight / (weight + norm)
+            matcher.next()
+    return found
+
+
+def test_term_weights_and_totals_agree_with_whoosh_over_segments_and_deletions(index: Index) -> None:
     rng = random.Random(11)
-    words = ["deploy", "deployed", "kafka", "broker", "cafe", "乌龙茶", "饮料", "茶", "alpha", "alp"]
+    words = ["deploy", "deployed", "deployment", "kafka", "broker", "cafe", "乌龙茶", "饮料", "茶", "alpha", "alp"]
     for day in range(1, 9):  # one commit per day, then a rewrite: several segments and deletions
         lines = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 9))) for _ in range(20)]
         put(index, f"diary/2026-01-0{day}.md", *(entry(t, i, date=f"2026-01-0{day}") for i, t in enumerate(lines, 1)))
         index.commit()
     put(index, "diary/2026-01-03.md", entry("kafka broker rewritten", date="2026-01-03"))
     index.commit()
-    searcher = index._searcher
+    searcher, view = index._searcher, index._view_now()
+    for key in ["deploy", "kafka", "alp", "caf", "brok"]:
+        for mode, longer in ((postings.EXACT, False), (postings.LONGER, True)):
+            mine = view.weights("text", key, mode)
+            theirs = _whoosh_weights(searcher, key, longer)
+            assert {n: round(w, 9) for n, w in mine.items()} == {n: round(w, 9) for n, w in theirs.items()}, key
     for query in ["deploy", "kafka broker", "alp deploy", "乌龙 饮料", "茶 kafka", "饮料 alpha cafe"]:
-        clauses = [analysis.part_query(part) for part in analysis.query_parts(query)]
-        expected = searcher.search(And(clauses), limit=None)
-        hits, total = index.search(query, limit=500)
-        assert total == len(expected), query
-        assert sorted(round(h.score, 6) for h in hits) == sorted(round(r.score, 6) for r in expected), query
+        clauses = []
+        for term in EN.query(query).required:
+            run = term.keys[0]
+            if not term.cjk or len(run) == 1:
+                clauses.append(Prefix("text", run))
+            else:
+                clauses.append(And([Term("text", pair) for pair in analysis.bigrams(run)]))
+        expected = [
+            r for r in searcher.search(And(clauses), limit=None) if EN.matches(r["text"], EN.query(query).required)
+        ]
+        assert index.search(query, limit=500).total == len(expected), query
 
 
 # -- read-your-writes -------------------------------------------------------------
@@ -183,7 +241,7 @@ def test_replace_hides_the_old_entries_at_once(index: Index) -> None:
     assert texts(index, "kafka") == ["new kafka"]
     index.commit()
     assert texts(index, "kafka") == ["new kafka"]
-    assert index.search("kafka")[1] == 1
+    assert index.search("kafka").total == 1
 
 
 def test_many_commits_and_merges_never_duplicate_entries(index: Index) -> None:
@@ -191,8 +249,8 @@ def test_many_commits_and_merges_never_duplicate_entries(index: Index) -> None:
         put(index, "diary/2026-01-10.md", entry(f"kafka {n}", 1), entry(f"kafka {n}", 2))
         put(index, f"diary/2026-02-{n + 1:02d}.md", entry("other", date=f"2026-02-{n + 1:02d}"))
         index.commit()
-        assert index.search("kafka")[1] == 2
-    assert index.search("other")[1] == 30 and index.stats()["entries"] == 32
+        assert index.search("kafka").total == 2
+    assert index.search("other").total == 30 and index.stats()["entries"] == 32
 
 
 def test_an_appended_line_commits_one_entry_document(index: Index) -> None:
@@ -204,7 +262,7 @@ def test_an_appended_line_commits_one_entry_document(index: Index) -> None:
     index.commit()
     newest = max(index._searcher.reader().leaf_readers(), key=lambda pair: pair[1])[0]
     assert sorted(doc.get("kind", "diary") for doc in newest.all_stored_fields()) == ["diary", "file"]
-    assert index.search("kafka")[1] == 51 and index._searcher.doc_count() == 52
+    assert index.search("kafka").total == 51 and index._searcher.doc_count() == 52
 
 
 def test_appends_are_found_exactly_once_before_during_and_after_commits(index: Index) -> None:
@@ -219,7 +277,8 @@ def test_appends_are_found_exactly_once_before_during_and_after_commits(index: I
         lines.append(text)
 
     def found() -> tuple[int, list[str]]:
-        hits, total = index.search("kafka", limit=500)
+        found = index.search("kafka", limit=500)
+        hits, total = found.hits, found.total
         return total, sorted(hit.entry.text for hit in hits)
 
     for n in range(5):
@@ -277,7 +336,8 @@ def _contents(index: Index) -> tuple[Any, ...]:
     found = {
         q: (total, sorted((h.entry.path, h.entry.line) for h in hits))
         for q in ["kafka", "deploy", "乌龙茶"]
-        for hits, total in [index.search(q, limit=500)]
+        for found in [index.search(q, limit=500)]
+        for hits, total in [(found.hits, found.total)]
     }
     marked = sorted((e.path, e.line, e.status) for e in index.select("status", ["tombstoned", "pinned"]))
     return by_file, found, marked, index.stats()["entries"], index._searcher.doc_count()
@@ -336,7 +396,7 @@ def test_entries_round_trip_through_the_index(index: Index) -> None:
     rec = put(index, "logs/x.md", original)
     index.commit()
     assert index.entries_for(rec.path) == [original]
-    assert index.search("decision")[0][0].entry == original  # read back from the stored fields
+    assert index.search("decision").hits[0].entry == original  # read back from the stored fields
 
 
 def test_background_committer_commits_within_its_interval(state: Path) -> None:
@@ -411,41 +471,60 @@ def test_tombstoned_entries_never_come_back(index: Index, settle: Settle) -> Non
     )
     settle(index)
     assert texts(index, "kafka") == ["kafka pinned"]
-    assert index.search("kafka")[1] == 1
+    assert index.search("kafka").total == 1
 
 
 def test_ties_are_broken_newer_first(index: Index, settle: Settle) -> None:
     days = ["2026-01-03", "2026-01-01", "2026-01-02"]
-    for day in days:
+    for day in days:  # the same words with the same context: equal scores
         put(
             index,
             f"diary/{day}.md",
-            entry("same kafka words", date=day, time="09:00"),
-            entry("same kafka words", 2, date=day, time="10:00"),
+            entry("unrelated words", date=day, time="08:00"),
+            entry("same kafka words", 2, date=day, time="09:00"),
         )
     settle(index)
-    hits = index.search("kafka")[0]
-    assert [(h.entry.date, h.entry.time) for h in hits] == sorted(
-        ((d, t) for d in days for t in ("09:00", "10:00")), reverse=True
-    )
+    hits = index.search("kafka").hits
+    assert [(h.entry.date, h.entry.time) for h in hits] == [(d, "09:00") for d in sorted(days, reverse=True)]
 
 
 def test_better_matches_rank_first(index: Index) -> None:
     put(
         index,
         "diary/2026-01-10.md",
-        entry("kafka kafka kafka broker", 1),
-        entry("kafka mentioned once in a much longer line of text", 2),
+        entry("kafka mentioned once in a much longer line of text", 1),
+        entry("kafka kafka kafka broker", 2),
     )
     index.commit()
-    hits = index.search("kafka")[0]
-    assert hits[0].entry.line == 1 and hits[0].score > hits[1].score
+    hits = index.search("kafka").hits
+    assert hits[0].entry.line == 2 and hits[0].score > hits[1].score
+
+
+def test_the_entries_just_before_lift_a_short_reply(index: Index, settle: Settle) -> None:
+    put(
+        index,
+        "diary/2026-01-10.md",
+        entry("When did you go to the harbour museum?", 1),
+        entry("Yes, last Tuesday, the museum was lovely", 2),
+        entry("The museum shop was closed", 3, date="2026-01-10"),
+    )
+    put(
+        index,
+        "diary/2026-01-11.md",
+        entry("unrelated", date="2026-01-11"),
+        entry("a museum somewhere", 2, date="2026-01-11"),
+    )
+    settle(index)
+    lines = [(h.entry.date, h.entry.line) for h in index.search("museum harbour").hits]
+    assert lines[0] == ("2026-01-10", 1)  # holds both words
+    assert lines[1] == ("2026-01-10", 2)  # holds one, and its context holds both
 
 
 def test_limit_and_total(index: Index, settle: Settle) -> None:
     put(index, "diary/2026-01-10.md", *(entry(f"kafka {n}", n) for n in range(1, 31)))
     settle(index)
-    hits, total = index.search("kafka", limit=5)
+    found = index.search("kafka", limit=5)
+    hits, total = found.hits, found.total
     assert len(hits) == 5 and total == 30
 
 
@@ -453,9 +532,17 @@ def test_limit_and_total_with_committed_and_queued_entries(index: Index) -> None
     put(index, "diary/2026-01-09.md", *(entry(f"kafka {n}", n, date="2026-01-09") for n in range(1, 11)))
     index.commit()
     put(index, "diary/2026-01-10.md", *(entry(f"kafka {n}", n) for n in range(1, 11)))
-    hits, total = index.search("kafka", limit=15)
+    found = index.search("kafka", limit=15)
+    hits, total = found.hits, found.total
     assert len(hits) == 15 and total == 20
-    assert [h.entry.date for h in hits[:10]] == ["2026-01-10"] * 10
+    lines = [(h.entry.date, h.entry.line) for h in hits]
+    assert len(set(lines)) == 15 and {d for d, _ in lines} == {"2026-01-09", "2026-01-10"}
+    for line in range(3, 11):  # equal words, equal contexts: the queued entry ranks like a committed one, newer first
+        assert (
+            lines.index(("2026-01-10", line)) < lines.index(("2026-01-09", line))
+            if ("2026-01-09", line) in lines
+            else True
+        )
 
 
 @pytest.mark.parametrize("chars", [1, 5, 40, 240])
@@ -463,7 +550,7 @@ def test_snippet_stays_within_its_budget(index: Index, settle: Settle, chars: in
     put(index, "diary/2026-01-10.md", entry("lorem ipsum " * 40 + "kafka 乌龙茶 " + "dolor " * 40))
     settle(index)
     for query in ("kafka", "乌龙茶"):
-        snippet = index.search(query, snippet_chars=chars)[0][0].snippet
+        snippet = index.search(query, snippet_chars=chars).hits[0].snippet
         assert 0 < len(snippet) <= chars
         if chars >= 40:
             assert query in snippet
@@ -578,7 +665,7 @@ def test_damaged_index_is_moved_aside_and_recreated(state: Path, damage: str) ->
     again = Index(state, "identity-1")
     assert again.open() is True
     try:
-        assert again.search("kafka") == ([], 0)
+        assert (again.search("kafka").hits, again.search("kafka").total) == ([], 0)
         assert again.file_records() == {}
         put(again, "diary/2026-01-10.md", entry("kafka again"))
         again.commit()
@@ -595,7 +682,7 @@ def test_other_identity_starts_fresh(state: Path, index: Index) -> None:
     other = Index(state, "identity-2")
     assert other.open() is True
     try:
-        assert other.search("kafka")[1] == 0
+        assert other.search("kafka").total == 0
     finally:
         other.close()
 
@@ -834,7 +921,8 @@ def test_concurrent_searches_while_a_writer_commits(state: Path) -> None:
     def reader() -> None:
         try:
             while not stop.is_set():
-                hits, total = ix.search("kafka", limit=100)
+                found = ix.search("kafka", limit=100)
+                hits, total = found.hits, found.total
                 moving = {h.entry.text for h in hits if h.entry.text.startswith("moving")}
                 assert total == 25 and len(hits) == 25 and len(moving) == 1, (total, moving)
         except BaseException as exc:

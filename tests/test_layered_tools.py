@@ -226,7 +226,8 @@ def test_sections_and_entries_are_recallable_with_their_dates(daemon: Daemon) ->
         path.read_text() + f"\n## [ancient] 2020-01-02 03:04\nzebra 2020\n\n## [recent] {recent} 08:00\nzebra now\n"
     )
     wait_until(lambda: daemon.call("status")["index"]["entries"] == 3, what="the hand-written entries indexed")
-    assert daemon.recall("zebra") == ["recent\nzebra now"]  # a dated entry keeps to the recall window
+    assert daemon.recall("zebra") == ["recent\nzebra now", "ancient\nzebra 2020"]  # all of memory, newer first
+    assert daemon.recall("zebra", days=30) == ["recent\nzebra now"]  # a dated entry keeps to a window
     assert daemon.recall("zebra", days=1) == []
     hit = daemon.call("brain_recall", query="乌龙茶", days=1)["hits"][0]  # a section has no date: always searched
     assert (hit["date"], hit["key"], hit["line"], hit["realm"]) == ("", "饮料", 1, "user")

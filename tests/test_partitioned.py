@@ -48,13 +48,15 @@ def test_partition_key_routes_diary_days_by_month() -> None:
 def test_search_merges_partitions_and_respects_the_window(index: PartitionedIndex) -> None:
     for date in ("2024-01-15", "2026-10-30", "2026-11-29"):
         index.replace_file(*day_file(date, f"oolong tea on {date}", "coffee only"))
-    hits, total = index.search("oolong tea", since="2026-10-01")
+    found = index.search("oolong tea", since="2026-10-01")
+    hits, total = found.hits, found.total
     assert total == 2 and [h.entry.date for h in hits] == ["2026-11-29", "2026-10-30"]
     index.commit()
-    hits, total = index.search("oolong tea", since="2026-10-01")
+    found = index.search("oolong tea", since="2026-10-01")
+    hits, total = found.hits, found.total
     assert total == 2 and [h.entry.date for h in hits] == ["2026-11-29", "2026-10-30"]
-    assert index.search("oolong", since=None, limit=1)[1] == 3
-    assert len(index.search("oolong", limit=1)[0]) == 1
+    assert index.search("oolong", since=None, limit=1).total == 3
+    assert len(index.search("oolong", limit=1).hits) == 1
     assert index.stats()["partitions"] == 3 and index.stats()["entries"] == 6
 
 
@@ -96,10 +98,10 @@ def test_rebuild_replaces_everything_and_keeps_concurrent_writes(tmp_path: Path,
         for date in ("2026-11-01", "2026-11-02", "2025-07-07"):
             rebuild.add(*day_file(date, f"rebuilt walnut {date}"))
         ix.replace_file(*day_file("2026-11-03", "written during the rebuild walnut"))
-        assert ix.search("stale", since=None)[1] == 1  # the live index keeps answering
+        assert ix.search("stale", since=None).total == 1  # the live index keeps answering
         rebuild.finish()
-        assert ix.search("stale", since=None)[1] == 0
-        assert ix.search("walnut", since=None)[1] == 4
+        assert ix.search("stale", since=None).total == 0
+        assert ix.search("walnut", since=None).total == 4
         assert ix.stats()["state"] == "ready"
     finally:
         ix.close()
@@ -118,7 +120,7 @@ def test_writes_committed_before_their_partition_starts_rebuilding_are_kept(tmp_
         ix.remove_file(f"{ROOT}/diary/2026-11-01.md")  # read by the rebuild, then removed
         wait_until(lambda: ix.generation > written)  # committed before the month's rebuild starts
         rebuild.finish()
-        assert [h.entry.text for h in ix.search("walnut", since=None)[0]] == ["written during the rebuild walnut"]
+        assert [h.entry.text for h in ix.search("walnut", since=None).hits] == ["written during the rebuild walnut"]
     finally:
         ix.close()
 
@@ -132,7 +134,8 @@ def test_a_month_handed_to_a_worker_still_gets_files_that_arrive_late(tmp_path: 
         for date in dates:
             rebuild.add(*day_file(date, f"quince {date}"))
         rebuild.finish()
-        hits, total = ix.search("quince", since=None)
+        found = ix.search("quince", since=None)
+        hits, total = found.hits, found.total
         assert total == 5 and sorted(h.entry.date for h in hits) == sorted(dates)
         assert ix.stats()["entries"] == 5
     finally:
@@ -146,12 +149,12 @@ def test_reopen_keeps_data_and_a_bad_layout_is_moved_aside(tmp_path: Path) -> No
     ix.replace_file(*day_file("2026-11-01", "persistent pear"))
     ix.close()
     again = PartitionedIndex(state, "test")
-    assert again.open() is False and again.search("pear")[1] == 1
+    assert again.open() is False and again.search("pear").total == 1
     again.close()
     manifest = json.loads((state / "manifest.json").read_text())
     (state / "manifest.json").write_text(json.dumps({**manifest, "layout_version": 0}))
     third = PartitionedIndex(state, "test")
-    assert third.open() is True and third.search("pear")[1] == 0
+    assert third.open() is True and third.search("pear").total == 0
     third.close()
     assert [p.name for p in state.iterdir() if p.name.startswith("partitions.old-")]
 
@@ -166,7 +169,7 @@ def test_one_corrupt_partition_is_rebuilt_alone(tmp_path: Path) -> None:
     (state / "partitions" / "2026-10" / "manifest.json").write_text("{garbage")
     again = PartitionedIndex(state, "test")
     assert again.open() is True
-    assert [h.entry.text for h in again.search("plum")[0]] == ["november plum"]
+    assert [h.entry.text for h in again.search("plum").hits] == ["november plum"]
     again.close()
 
 
@@ -181,8 +184,8 @@ def test_date_window_is_by_entry_date(index: PartitionedIndex) -> None:
     old = (today - dt.timedelta(days=40)).isoformat()
     index.replace_file(*day_file(old, "ancient quince"))
     since = (today - dt.timedelta(days=29)).isoformat()
-    assert index.search("quince", since=since)[1] == 0
-    assert index.search("quince", since=old)[1] == 1
+    assert index.search("quince", since=since).total == 0
+    assert index.search("quince", since=old).total == 1
 
 
 def test_roots_filter_still_applies_when_a_partition_mixes_roots(index: PartitionedIndex) -> None:
@@ -195,6 +198,6 @@ def test_roots_filter_still_applies_when_a_partition_mixes_roots(index: Partitio
     )
     index.replace_file(FileRecord(other, path, 1, 1, "0" * 64), [project_entry])
     index.commit()
-    assert [h.entry.text for h in index.search("fig", roots=[ROOT])[0]] == ["shared fig"]
-    assert index.search("fig", roots=[ROOT, other])[1] == 2
-    assert index.search("fig", since="2026-11-03")[1] == 0
+    assert [h.entry.text for h in index.search("fig", roots=[ROOT]).hits] == ["shared fig"]
+    assert index.search("fig", roots=[ROOT, other]).total == 2
+    assert index.search("fig", since="2026-11-03").total == 0
