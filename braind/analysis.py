@@ -19,7 +19,6 @@ index, for entries that are not committed yet and for typed memory.
 
 from __future__ import annotations
 
-import itertools
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
@@ -197,10 +196,10 @@ class Language:
         body = flat[start + head : end - tail]
         return ("…" if head else "") + body + ("…" if tail else "")
 
-    def adjacent_pairs(self, text: str) -> set[tuple[str, str]]:
-        """The pairs of words (first stems) that stand next to each other in a text, for phrase ranking."""
-        stems = [self.stems(folded)[0] for word in _WORD.findall(text) if not word[0] and (folded := fold(word[1]))]
-        return set(itertools.pairwise(stems))
+    def stand_together(self, text: str, first: str, second: str) -> bool:
+        """Whether a text holds two stems as consecutive words, for phrase ranking."""
+        words, _ = _terms_cache(self, text)
+        return f"\n{first}\n{second}\n" in words + "\n"
 
 
 @lru_cache(maxsize=2048)

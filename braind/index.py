@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from whoosh import index as whoosh_index
 from whoosh.columns import NumericColumn
 from whoosh.fields import COLUMN, ID, KEYWORD, STORED, TEXT, Schema
@@ -769,14 +770,8 @@ class Index:
             overlay, version = self._overlay(), self._version
         unsearched, replaced = self._unsearched_entries(overlay, version)
         view = self._view_now()
-        denied = self._denied(replaced, version)
-        allowed = self._allowed(filters)
-
-        def keep(docs: set[int]) -> set[int]:
-            docs = docs & allowed if allowed is not None else docs
-            return docs - denied if denied else docs
-
-        ranked = ranking.rank_documents(maps, weights, keep, limit, view.stamp, strict)
+        allowed = self._allowed(filters, replaced, version)
+        ranked = ranking.rank_documents(maps, weights, allowed, view.stamps(), limit, strict)
         norms = (view.avg_length(analysis.FIELD), view.avg_length(analysis.CONTEXT))
         for entry, context in unsearched:
             if not filters.accepts(entry):
@@ -820,11 +815,24 @@ class Index:
             found = self._cache[key] = set(self._searcher.docs_for_query(query()))
         return found
 
-    def _allowed(self, filters: Filters) -> set[int] | None:
-        """Documents passing the filters, or None when there are none to apply."""
-        if filters.since is None and filters.roots is None and filters.type is None:
-            return None
-        return self._docset(filters, lambda: And(filters.clauses()))
+    def _allowed(self, filters: Filters, replaced: list[str], version: int) -> np.ndarray:
+        """Which documents a request may see: in the window, roots and type, not tombstoned nor replaced."""
+        view = self._view_now()
+        key = (filters, version if replaced else None)
+        found = view.masks.get(key)
+        if found is None:
+            found = np.ones(view.size, dtype=bool)
+            if filters.since is not None:  # undated entries (MEMORY.md sections) pass a window
+                stamps = view.stamps()
+                found &= (stamps >= _stamp_of(filters.since)) | (stamps == 0)
+            others = Filters(None, filters.roots, filters.type)
+            if others.roots is not None or others.type is not None:
+                found &= _mask_of(self._docset(others, lambda: And(others.clauses())), view.size)
+            found &= ~_mask_of(self._denied(replaced, version), view.size)
+            if len(view.masks) >= _CACHE_SIZE:
+                view.masks.clear()
+            view.masks[key] = found
+        return found
 
     def _unsearched_entries(
         self, overlay: dict[str, _Change], version: int
@@ -1070,28 +1078,46 @@ def parse_query(query: str, language: analysis.Language) -> analysis.Query:
     return parsed
 
 
+def _stamp_of(date: str) -> int:
+    """The smallest stamp of a day."""
+    return int(date.replace("-", "")) * 10000
+
+
+def _mask_of(docs: set[int], size: int) -> np.ndarray:
+    """A set of document numbers as a mask."""
+    mask = np.zeros(size, dtype=bool)
+    if docs:
+        mask[np.fromiter(docs, dtype=np.int64, count=len(docs))] = True
+    return mask
+
+
 def _term_maps(view: postings.SearcherView, term: analysis.Term) -> ranking.TermMaps:
     """One query word's postings in one searcher: stem, longer words, context."""
     if term.cjk:
         run = term.keys[0]
         mode = postings.PREFIX if len(run) == 1 else postings.EXACT if len(run) == 2 else postings.RUN
-        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode), {}, view.weights(analysis.CONTEXT, run, mode))
-    exact = _union_max([view.weights(analysis.FIELD, key, postings.EXACT) for key in term.keys])
-    longer = _union_max([view.weights(analysis.FIELD, key, postings.LONGER) for key in term.keys])
-    context = _union_max([view.weights(analysis.CONTEXT, key, postings.EXACT) for key in term.keys])
+        text, context = view.weights(analysis.FIELD, run, mode), view.weights(analysis.CONTEXT, run, mode)
+        return ranking.TermMaps(text, _NOTHING, context)
+    exact = _best_of([view.weights(analysis.FIELD, key, postings.EXACT) for key in term.keys])
+    longer = _best_of([view.weights(analysis.FIELD, key, postings.LONGER) for key in term.keys])
+    context = _best_of([view.weights(analysis.CONTEXT, key, postings.EXACT) for key in term.keys])
     return ranking.TermMaps(exact, longer, context)
 
 
-def _union_max(maps: Sequence[postings.Scores]) -> postings.Scores:
-    """One map of several (a word's stems in several languages), the best weight of each document."""
-    if len(maps) == 1:
-        return maps[0]
-    merged: postings.Scores = {}
-    for scores in maps:
-        for docnum, weight in scores.items():
-            if weight > merged.get(docnum, 0.0):
-                merged[docnum] = weight
-    return merged
+_NOTHING: ranking.Postings = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+
+
+def _best_of(lists: Sequence[ranking.Postings]) -> ranking.Postings:
+    """One list of several (a word's stems in several languages), the best weight of each document."""
+    if len(lists) == 1:
+        return lists[0]
+    ids = np.concatenate([found for found, _ in lists])
+    weights = np.concatenate([weight for _, weight in lists])
+    order = np.lexsort((-weights, ids))  # by document, best weight first
+    ids, weights = ids[order], weights[order]
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return ids[first], weights[first]
 
 
 def contexts(entries: Sequence[Entry], start: int = 0) -> list[str]:
@@ -1169,8 +1195,7 @@ def _held(
         return tuple(term.word for term in terms)
     if isinstance(candidate.ref, Entry):
         return tuple(ranking.held_words(language, entry.text, terms))
-    docnum = candidate.ref
-    return tuple(t.word for t, m in zip(terms, maps, strict=True) if docnum in m.exact or docnum in m.longer)
+    return tuple(t.word for t, m in zip(terms, maps, strict=True) if m.holds(candidate.ref))
 
 
 def hits(

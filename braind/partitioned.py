@@ -1,4 +1,4 @@
-"""The index partitioned by time: one Whoosh index per month of diary, one for everything else.
+"""The index partitioned by time: one Whoosh index per year of diary, one for everything else.
 
 A diary is a time series and most recall asks about recent days, so a query
 touches only the partitions its window covers, a commit touches only the
@@ -44,34 +44,34 @@ from braind.index import (
 
 log = logging.getLogger("braind.index")
 
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
 OTHER = "other"
 _PARTITIONS = "partitions"
 _MANIFEST = "manifest.json"
 _OLD = "partitions.old-"
 _KEEP_OLD = 2
-_DIARY_FILE = re.compile(r"/diary/(\d{4}-\d{2})-\d{2}\.md$")
+_DIARY_FILE = re.compile(r"/diary/(\d{4})-\d{2}-\d{2}\.md$")
 _PARALLEL_MIN_ENTRIES = 4000
 
 Changed = tuple["FileRecord | None", tuple[Entry, ...]]  # a file's new record and entries, or (None, ()) when removed
 
 
 def partition_key(path: str) -> str:
-    """The partition a file belongs to: the month of a diary day, else 'other'."""
+    """The partition a file belongs to: the year of a diary day, else 'other'."""
     match = _DIARY_FILE.search(path)
     return match[1] if match else OTHER
 
 
 def _window(keys: Sequence[str], since: str | None) -> list[str]:
-    """The partitions a date window touches: months from since's month on, and 'other'."""
+    """The partitions a date window touches: years from since's year on, and 'other'."""
     if since is None:
         return list(keys)
-    return [key for key in keys if key == OTHER or key >= since[:7]]
+    return [key for key in keys if key == OTHER or key >= since[:4]]
 
 
 def _needed_since(key: str, since: str | None) -> str | None:
-    """No date filter for a month wholly inside the window: Whoosh searches faster unfiltered."""
-    return None if since is not None and key != OTHER and key > since[:7] else since
+    """No date filter for a year wholly inside the window."""
+    return None if since is not None and key != OTHER and key > since[:4] else since
 
 
 def _needed_roots(part: Index, roots: Sequence[str] | None) -> Sequence[str] | None:
@@ -420,9 +420,9 @@ class PartitionedIndex:
 class PartitionedRebuild:
     """Builds the partitions from every file (in worker processes when large) and swaps them in.
 
-    Files arrive in path order, so a diary month is complete once a file of another partition
+    Files arrive in path order, so a diary year is complete once a file of another partition
     arrives: in parallel mode it is handed to a worker then, which overlaps building with reading
-    the rest and keeps only a few months' entries in memory at a time.
+    the rest and keeps only a few years' entries in memory at a time.
     """
 
     def __init__(self, index: PartitionedIndex) -> None:
@@ -438,9 +438,9 @@ class PartitionedRebuild:
             index._changed = {}
 
     def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
-        """Queue one file for its partition; hand finished months to the workers."""
+        """Queue one file for its partition; hand finished years to the workers."""
         key = partition_key(record.path)
-        if key in self._jobs:  # a file after its month was handed over: written in at the swap
+        if key in self._jobs:  # a file after its year was handed over: written in at the swap
             self._rebuilds[key].late(record, entries)
         else:
             self._files.setdefault(key, []).append((record, tuple(entries)))
@@ -460,7 +460,7 @@ class PartitionedRebuild:
         return True
 
     def _hand_over(self, current: str) -> None:
-        """Send every finished month to a worker ('other' waits for the end: its files come from anywhere)."""
+        """Send every finished year to a worker ('other' waits for the end: its files come from anywhere)."""
         for key in [k for k in self._files if k not in (OTHER, current)]:
             self._submit(key)
         self._wait_below(2 * (os.cpu_count() or 1))

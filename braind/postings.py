@@ -1,55 +1,57 @@
-"""Weighted postings of one Whoosh searcher, read once per query term and kept while it lives.
+"""Postings of one Whoosh searcher as arrays, read once per segment and term and kept within a budget.
 
-Recall combines a few words, each a prefix that may expand to many terms.
-Whoosh's matcher trees rebuild those unions for every query and score them in
-Python. Here each query term is read once into a map of document number →
-BM25 term weight (saturated frequency over normalised length, without the
-idf, which the caller takes from every partition the query covers), so that
-AND is a set intersection, OR a set union, and the maps of recent terms are
-kept until the searcher is replaced, within a budget of postings.
+Recall combines a few words, each a stem that may also begin longer words,
+over every partition of memory. Whoosh's matchers decode postings one at a
+time and score them in Python. Here a term's posting list is decoded once
+per segment into two arrays (document numbers and term frequencies), kept in
+one least-recently-used budget of bytes (segments never change but by
+deletions, so a commit costs only the new segment's reads), and BM25's term
+weight (saturated frequency over normalised length) is computed for a
+whole list at once with NumPy. The idf is left to the caller, which takes it
+from every partition a query covers.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import io
-import itertools
+import pickle
 import struct
 import sys
 import threading
-import weakref
+import zlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher, W3TermInfo
+import numpy as np
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 from whoosh.columns import NumericColumn
 from whoosh.filedb.filetables import OrderedHashReader
-from whoosh.filedb.structfile import StructFile
-from whoosh.matching import WrappingMatcher
 from whoosh.reading import TermNotFound
 from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length
 
 from braind import analysis
 
-Scores = dict[int, float]
 EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
 K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
-_K1_PLUS_1 = K1 + 1
 Made = TypeVar("Made")
-CacheKey = tuple[int, str, str, str]  # searcher, field, term, mode
-Block = tuple[int, Sequence[int], Sequence[float]]  # segment offset, document ids, weights
+Ids = np.ndarray  # document numbers, sorted, distinct
+Values = np.ndarray  # one float per document number
 
-CACHE_POSTINGS = 200_000  # scored postings kept, all searchers together: about 20 MB
+CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
-_LENGTHS = [float(byte_to_length(b)) for b in range(256)]
+_LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
 _RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and value lengths
+_BLOCK = struct.Struct("!i")  # a posting block starts with its length, negative for the last one
+_MAGIC = b"W3Bl"  # a W3 posting list starts with it
 _FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
 _SAMPLE = 16  # every 16th term is kept as bytes: a bisection, then at most 16 steps
+_EMPTY_IDS = np.zeros(0, dtype=np.int64)
+_EMPTY_VALUES = np.zeros(0, dtype=np.float32)
 
 
 class Lexicon:
@@ -168,184 +170,146 @@ class _StoredDocuments:
         return found
 
 
-class _ScoreCache:
-    """Scored query parts of every live searcher, the least recently used dropped beyond one budget.
-
-    One budget for all partitions: a 365-day recall scores the same word in a dozen of them.
-    """
+class _PostingsCache:
+    """Decoded posting lists of every live segment, the least recently used dropped beyond a budget of bytes."""
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
-        self._maps: OrderedDict[CacheKey, Scores] = OrderedDict()
+        self._lists: OrderedDict[tuple[Any, str, bytes], tuple[Ids, Values]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()  # partitions are searched from several threads
 
-    def get(self, key: CacheKey) -> Scores | None:
-        """A cached part's scores, or None."""
+    def get(self, key: tuple[Any, str, bytes], read: Callable[[], tuple[Ids, Values]]) -> tuple[Ids, Values]:
+        """A segment's posting list of a term, decoded on a miss."""
         with self._lock:
-            found = self._maps.get(key)
+            found = self._lists.get(key)
             if found is not None:
-                self._maps.move_to_end(key)
+                self._lists.move_to_end(key)
+                return found
+        found = read()
+        size = found[0].nbytes + found[1].nbytes
+        if size > self._budget:
             return found
-
-    def put(self, key: CacheKey, scores: Scores) -> None:
-        """Keep a part's scores unless they alone exceed the budget."""
-        if len(scores) > self._budget:
-            return
         with self._lock:
-            old = self._maps.pop(key, None)
-            self._held += len(scores) - (0 if old is None else len(old))
-            self._maps[key] = scores
+            old = self._lists.pop(key, None)
+            self._held += size - (0 if old is None else old[0].nbytes + old[1].nbytes)
+            self._lists[key] = found
             while self._held > self._budget:
-                _, dropped = self._maps.popitem(last=False)
-                self._held -= len(dropped)
-
-    def forget(self, owner: int) -> None:
-        """Drop the scores of a searcher that was replaced."""
-        with self._lock:
-            for key in [key for key in self._maps if key[0] == owner]:
-                self._held -= len(self._maps.pop(key))
+                _, (ids, values) = self._lists.popitem(last=False)
+                self._held -= ids.nbytes + values.nbytes
+        return found
 
 
 _STORED = _StoredDocuments(STORED_DOCUMENTS)
-_SCORES = _ScoreCache(CACHE_POSTINGS)
-_OWNERS = itertools.count()
+_POSTINGS = _PostingsCache(CACHE_BYTES)
 
 
 class SearcherView:
-    """Per-searcher arrays (field lengths, stamps, deletions) and a cache of weighted query terms.
+    """Per-searcher arrays (norms, stamps, deletions) over the shared per-segment posting lists.
 
     Not thread-safe: callers hold the lock that guards the searcher.
     """
 
-    def __init__(
-        self,
-        searcher: Any,
-        segments: SegmentCache | None = None,
-        field: str = analysis.FIELD,
-    ) -> None:
+    def __init__(self, searcher: Any, segments: SegmentCache | None = None) -> None:
         self.searcher = searcher
         self._segments = SegmentCache() if segments is None else segments  # shared across searchers
-        self._field = field
-        self._owner = next(_OWNERS)
-        weakref.finalize(self, _SCORES.forget, self._owner)
         self._leaves: list[tuple[Any, int]] = list(searcher.leaf_searchers())
         self._offsets = [offset for _, offset in self._leaves]
-        self._lengths: dict[str, array[int]] = {}
-        self._norm: dict[str, list[float]] = {}
-        self._stamps: array[int] | None = None
-        self._deleted: set[int] | None = None
+        self.size = int(searcher.doc_count_all())  # document numbers run from 0 to size - 1
+        self._norm: dict[str, Values] = {}
+        self._stamps: np.ndarray | None = None
+        self._live: np.ndarray | None = None
+        self._weights: dict[tuple[str, str, str], tuple[Ids, Values]] = {}
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
+        self.masks: dict[Any, np.ndarray] = {}  # the index's filter masks for this searcher
 
-    def weights(self, field: str, key: str, mode: str) -> Scores:
-        """Every live document holding a term, with its BM25 term weight (no idf); cached while the searcher lives.
+    def weights(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
+        """Every live document holding a term (or, by mode, longer terms it begins) and its BM25 term weight.
 
         Modes: EXACT the term itself, LONGER every longer term it begins, PREFIX both (a CJK character),
-        RUN every bigram of a CJK run, kept where the stored text holds the run itself.
+        RUN every bigram of a CJK run, kept where the stored text holds the run itself. No idf.
         """
-        cache_key = (self._owner, field, key, mode)
-        found = _SCORES.get(cache_key)
+        cache_key = (field, key, mode)
+        found = self._weights.get(cache_key)
         if found is None:
-            found = self._read_weights(field, key, mode)
-            _SCORES.put(cache_key, found)
+            ids, frequencies = self._read(field, key, mode)
+            if mode == RUN:
+                found = ids, frequencies
+            else:
+                norms = self.norms(field)[ids]
+                found = ids, ((K1 + 1) * frequencies / (frequencies + norms)).astype(np.float32)
+            self._weights[cache_key] = found
         return found
 
-    def _read_weights(self, field: str, key: str, mode: str) -> Scores:
-        """Read and weigh the postings of one term (or its expansions) in one field."""
+    def _read(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
+        """Document numbers and summed frequencies of a term's postings in every segment, deleted ones left out."""
         if mode == RUN:
-            found = self._run_weights(field, key)
-        else:
-            blocks = self._read_terms(key.encode(), prefix=mode != EXACT, field=field)
-            if mode == LONGER:
-                blocks.pop(key.encode(), None)
-            found = self._terms_weights(field, blocks)
-        for docnum in self._deleted_docs() & found.keys():
-            del found[docnum]
-        return found
-
-    def _run_weights(self, field: str, run: str) -> Scores:
-        """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
-        maps = sorted((self.weights(field, pair, EXACT) for pair in analysis.bigrams(run)), key=len)
-        docs: set[int] | Any = maps[0].keys()
-        for other in maps[1:]:
-            docs = docs & other.keys()
-        if field != analysis.FIELD:  # context is not stored: the bigrams must do
-            return {n: sum(m[n] for m in maps) for n in docs}
-        return {n: sum(m[n] for m in maps) for n in docs if run in self.stored(n).get(analysis.FIELD, "")}
-
-    def _read_terms(self, text: bytes, prefix: bool, field: str | None = None) -> dict[bytes, list[Block]]:
-        """The posting blocks of the term (or of every term it begins) in each segment, by term."""
-        blocks: dict[bytes, list[Block]] = {}
+            return self._run(field, key)
+        parts_ids: list[Ids] = []
+        parts_values: list[Values] = []
+        encoded = key.encode()
         for sub, offset in self._leaves:
             reader = sub.reader()
-            for term, matcher in self._matchers(reader, text, prefix, field):
-                if isinstance(matcher, WrappingMatcher):  # deletions; dropped from the scores afterwards
-                    matcher = matcher.child
-                blocks.setdefault(term, []).extend((offset, ids, weights) for ids, weights in _blocks(matcher))
-        return blocks
-
-    def _matchers(
-        self, reader: Any, text: bytes, prefix: bool, field: str | None = None
-    ) -> Iterator[tuple[bytes, Any]]:
-        """A postings matcher for the term, or for each term beginning with it, in one segment."""
-        field = field or self._field
-        lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
-        if lexicon is None:  # not a W3 segment: Whoosh's own lookups
-            for term in reader.expand_prefix(field, text) if prefix else (text,):
-                with contextlib.suppress(TermNotFound):
-                    yield term, reader.postings(field, term)
-            return
-        found = lexicon.infos(text, prefix)
-        if not found:
-            return
-        terms = reader._terms
-        field_format = reader.schema[field].format
-        for term, info in found:
-            terminfo = W3TermInfo.from_bytes(info)
-            if terminfo.is_inlined():
-                yield term, terms._codec.postings_reader(None, terminfo, field_format, term=(field, term))
+            lists = [
+                self._segment_postings(reader, field, term, info)
+                for term, info in self._infos(reader, field, encoded, mode != EXACT)
+                if not (mode == LONGER and term == encoded)
+            ]
+            if not lists:
                 continue
-            # One read of the whole posting list: Whoosh reads each block's header through pickle, a byte at a time.
-            offset, length = terminfo.extent()
-            length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
-            postings = StructFile(io.BytesIO(terms._postfile.get(offset, length)))
-            yield term, W3LeafMatcher(postings, 0, length, field_format, term=(field, term))
+            ids, values = lists[0] if len(lists) == 1 else _summed(lists)
+            parts_ids.append(ids.astype(np.int64) + offset)
+            parts_values.append(values)
+        if not parts_ids:
+            return _EMPTY_IDS, _EMPTY_VALUES
+        ids = np.concatenate(parts_ids) if len(parts_ids) > 1 else parts_ids[0]
+        values = np.concatenate(parts_values) if len(parts_values) > 1 else parts_values[0]
+        keep = self.live()[ids]
+        return (ids, values) if keep.all() else (ids[keep], values[keep])
+
+    def _run(self, field: str, run: str) -> tuple[Ids, Values]:
+        """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
+        lists = [self.weights(field, pair, EXACT) for pair in analysis.bigrams(run)]
+        ids = lists[0][0]
+        for other, _ in lists[1:]:
+            ids = np.intersect1d(ids, other, assume_unique=True)
+        if field == analysis.FIELD:  # context is not stored: the bigrams must do
+            ids = np.array([n for n in ids.tolist() if run in self.stored(n).get(analysis.FIELD, "")], dtype=np.int64)
+        values = np.zeros(len(ids), dtype=np.float32)
+        for other, weights in lists:
+            values += weights[np.searchsorted(other, ids)]
+        return ids, values
+
+    def _infos(self, reader: Any, field: str, text: bytes, prefix: bool) -> list[tuple[bytes, Any]]:
+        """(term, term info) of the term, or of every term beginning with it, in one segment."""
+        lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
+        if lexicon is not None:
+            return [(term, W3TermInfo.from_bytes(info)) for term, info in lexicon.infos(text, prefix)]
+        found = []  # not a W3 segment: Whoosh's own lookups
+        for term in reader.expand_prefix(field, text) if prefix else (text,):
+            try:
+                found.append((term, reader.term_info(field, term)))
+            except TermNotFound:
+                continue
+        return found
+
+    def _segment_postings(self, reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
+        """One segment's decoded posting list of a term (segment-local document numbers, frequencies)."""
+        key = (_segment_id(reader), field, term)
+        return _POSTINGS.get(key, lambda: _decode(reader, field, term, info))
 
     def term_docs(self, field: str, term: str) -> set[int]:
         """Live documents whose field holds a term (a file's path, a status), read from the postings directly."""
-        found: set[int] = set()
-        for sub, offset in self._leaves:
-            for _, matcher in self._matchers(sub.reader(), term.encode(), False, field):
-                if isinstance(matcher, WrappingMatcher):
-                    matcher = matcher.child
-                for ids, _ in _blocks(matcher):
-                    found.update([n + offset for n in ids] if offset else ids)
-        return found - self._deleted_docs() if found else found
+        ids, _ = self._read(field, term, EXACT)
+        return set(ids.tolist())
 
-    def _terms_weights(self, field: str, blocks: dict[bytes, list[Block]]) -> Scores:
-        """BM25's term-frequency part summed over the terms; the caller multiplies by the idf of the window."""
-        norms = self._norms(field)
-        scores: Scores = {}
-        get = scores.get
-        for term_blocks in blocks.values():
-            for offset, ids, weights in term_blocks:
-                if offset:
-                    ids = [docnum + offset for docnum in ids]
-                if not scores:
-                    scores = {n: _K1_PLUS_1 * w / (w + norms[n]) for n, w in zip(ids, weights, strict=True)}
-                    get = scores.get
-                    continue
-                for docnum, weight in zip(ids, weights, strict=True):
-                    scores[docnum] = get(docnum, 0.0) + _K1_PLUS_1 * weight / (weight + norms[docnum])
-        return scores
-
-    def _norms(self, field: str) -> list[float]:
+    def norms(self, field: str) -> Values:
         """BM25's length normalisation of every document in one field, in top-level numbering; once per searcher."""
         found = self._norm.get(field)
         if found is None:
-            avgfl = self.avg_length(field) or 1
-            base, per_length = K1 * (1 - B), K1 * B / avgfl
-            found = self._norm[field] = [base + per_length * _LENGTHS[n] for n in self._field_lengths(field)]
+            avgfl = self.avg_length(field) or 1.0
+            lengths = _LENGTHS[self._field_lengths(field)]
+            found = self._norm[field] = (K1 * (1 - B) + (K1 * B / avgfl) * lengths).astype(np.float32)
         return found
 
     def avg_length(self, field: str) -> float:
@@ -353,36 +317,39 @@ class SearcherView:
         return float(self.searcher.avg_field_length(field) or 0.0)
 
     def documents(self) -> int:
-        """The number of live documents, entries and file records together: BM25's N."""
+        """The number of live documents, entries and file records together."""
         return int(self.searcher.doc_count())
 
-    def _field_lengths(self, field: str) -> array[int]:
+    def _field_lengths(self, field: str) -> np.ndarray:
         """The length byte of a field of every document, in top-level numbering."""
-        found = self._lengths.get(field)
-        if found is None:
-            found = self._lengths[field] = array("B")
-            for sub, _ in self._leaves:
-                found.extend(self._segments.get(sub.reader(), "lengths", field, _leaf_lengths))
-        return found
+        parts = [self._segments.get(sub.reader(), "lengths", field, _leaf_lengths) for sub, _ in self._leaves]
+        return np.concatenate([np.asarray(part, dtype=np.uint8) for part in parts]) if parts else np.zeros(0, np.uint8)
 
-    def _deleted_docs(self) -> set[int]:
-        """Deleted documents in top-level numbering."""
-        if self._deleted is None:
-            leaves = [(getattr(sub.reader(), "deleted_docs_set", None) or (), offset) for sub, offset in self._leaves]
-            self._deleted = {offset + n for deleted, offset in leaves for n in deleted}
-        return self._deleted
+    def live(self) -> np.ndarray:
+        """Which document numbers are not deleted."""
+        if self._live is None:
+            live = np.ones(self.size, dtype=bool)
+            for sub, offset in self._leaves:
+                deleted = getattr(sub.reader(), "deleted_docs_set", None)
+                if deleted:
+                    live[np.fromiter(deleted, dtype=np.int64) + offset] = False
+            self._live = live
+        return self._live
+
+    def stamps(self) -> np.ndarray:
+        """The yyyymmddHHMM stamp of every document, to put newer entries first on equal scores."""
+        if self._stamps is None:
+            parts = [np.asarray(self._segment_array(sub.reader(), "stamps", _leaf_stamps)) for sub, _ in self._leaves]
+            self._stamps = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+        return self._stamps
 
     def stamp(self, docnum: int) -> int:
-        """The yyyymmddHHMM stamp of a document, to put newer entries first on equal scores."""
-        if self._stamps is None:
-            self._stamps = array("q")
-            for sub, _ in self._leaves:
-                self._stamps.extend(self._segment_array(sub.reader(), "stamps", _leaf_stamps))
-        return self._stamps[docnum]
+        """One document's stamp."""
+        return int(self.stamps()[docnum])
 
     def _segment_array(self, reader: Any, name: str, read: Callable[[Any, str], Any]) -> Any:
         """A per-document array of one segment, read once."""
-        return self._segments.get(reader, name, self._field, read)
+        return self._segments.get(reader, name, analysis.FIELD, read)
 
     def segment_ids(self) -> set[str]:
         """The ids of the searcher's segments, to forget arrays of merged-away ones."""
@@ -405,23 +372,70 @@ class SearcherView:
         return _STORED.get(key, lambda: make(self.stored(docnum)))
 
 
+def _summed(lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
+    """Several terms' postings in one segment as one list, frequencies summed per document."""
+    ids = np.concatenate([ids for ids, _ in lists])
+    values = np.concatenate([values for _, values in lists])
+    merged, where = np.unique(ids, return_inverse=True)
+    return merged, np.bincount(where, weights=values).astype(np.float32)
+
+
+def _decode(reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
+    """A term's posting list in one segment: inlined in its term info, or blocks read in one go."""
+    if info.is_inlined():
+        ids, weights, _ = info.inlined_postings()
+        return np.array(ids, dtype=np.uint32), np.array(weights, dtype=np.float32)
+    terms = getattr(reader, "_terms", None)
+    if terms is None or not hasattr(terms, "_postfile"):  # not a W3 segment
+        return _matcher_postings(reader.postings(field, term))
+    offset, length = info.extent()
+    length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
+    return _blocks(terms._postfile.get(offset, length))
+
+
+def _blocks(data: bytes) -> tuple[Ids, Values]:
+    """Decode a W3 posting list: blocks of (length, pickled info, pickled or zlib data of delta ids and weights)."""
+    if not data.startswith(_MAGIC):
+        raise ValueError("not a W3 posting list")
+    stream = io.BytesIO(data)
+    position, ids_parts, weight_parts = len(_MAGIC), [], []
+    while True:
+        (size,) = _BLOCK.unpack_from(data, position)
+        stream.seek(position + _BLOCK.size)
+        count, _, _, compression, _, _ = pickle.load(stream)
+        end = position + _BLOCK.size + abs(size)
+        body = data[stream.tell() : end]
+        deltas, weights, _ = pickle.loads(zlib.decompress(body) if compression else body)
+        ids_parts.append(np.cumsum(np.array(deltas, dtype=np.uint32), dtype=np.uint32))  # each block from 0
+        weight_parts.append(_weights(weights, count))
+        if size < 0:
+            break
+        position = end
+    return np.concatenate(ids_parts), np.concatenate(weight_parts)
+
+
+def _weights(weights: Any, count: int) -> Values:
+    """A block's weights: None for all ones, one float for all equal, else one each."""
+    if weights is None:
+        return np.ones(count, dtype=np.float32)
+    if isinstance(weights, float):
+        return np.full(count, weights, dtype=np.float32)
+    return np.array(weights, dtype=np.float32)
+
+
+def _matcher_postings(matcher: Any) -> tuple[Ids, Values]:
+    """Any Whoosh matcher's postings, one at a time (segments of another codec)."""
+    ids, weights = array("I"), array("f")
+    while matcher.is_active():
+        ids.append(matcher.id())
+        weights.append(matcher.weight())
+        matcher.next()
+    return np.frombuffer(ids, dtype=np.uint32).copy(), np.frombuffer(weights, dtype=np.float32).copy()
+
+
 def _segment_id(reader: Any) -> Any:
     """What names a segment for as long as it exists."""
     return getattr(reader, "_segid", None) or id(reader)
-
-
-def _blocks(matcher: Any) -> Iterator[tuple[Sequence[int], Sequence[float]]]:
-    """A leaf matcher's postings block by block; one posting at a time for other matchers."""
-    if type(matcher) is not W3LeafMatcher:
-        while matcher.is_active():
-            yield (matcher.id(),), (matcher.weight(),)
-            matcher.next()
-        return
-    while matcher.is_active():
-        matcher._read_ids()
-        matcher._read_weights()
-        yield matcher._ids, matcher._weights
-        matcher._next_block()
 
 
 def _leaf_lengths(reader: Any, field: str) -> array[int]:

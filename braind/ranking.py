@@ -1,33 +1,34 @@
 """How recall ranks: entries holding every query word first, then the best of those holding some.
 
 Relevance is BM25 with the statistics of every partition a query covers (so a
-word rare in one month but common over the years weighs what it weighs over
+word rare in one year but common over the years weighs what it weighs over
 the years): for each query word, its exact stem, the longer words it begins
 (weighted `PREFIX_WEIGHT`) and its occurrences in the entries just before (the
 context, weighted `CONTEXT_WEIGHT`, which lifts a short answer whose words sit
 in the question above it). Newer entries break ties. Nothing here touches the
-search engine: the engine hands over one map of document → term weight per
-word and field, and this module combines them.
+search engine: the engine hands over, per word and field, the documents that
+hold it with their term weights as arrays, and this module combines them for
+a whole partition at once with NumPy (a count of words held and a score per
+document number), then picks the best few.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from braind.analysis import Language, Query, Term, bigrams
 
-Scores = dict[int, float]
+Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, and a weight for each
 
 PREFIX_WEIGHT = 0.1  # a longer word the query word begins is weaker evidence than the word itself
 CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
-PHRASE_BONUS = 0.5  # each pair of query words standing together in the entry, stopwords included
-EXACT_BELOW = 5000  # partial candidates scored one by one below this; above it, terms by descending bound
-_POOL = 40  # text-only candidates per partition kept for the full score when pruning
+PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
 _TIE = 1e-9
 
 
@@ -35,27 +36,27 @@ _TIE = 1e-9
 class TermMaps:
     """One query word's postings in one partition: its stem, the longer words it begins, and its context."""
 
-    exact: Scores
-    longer: Scores
-    context: Scores
+    exact: Postings
+    longer: Postings
+    context: Postings
 
-    def holders(self) -> set[int]:
+    def holders(self) -> np.ndarray:
         """The documents whose own text holds the word."""
-        return self.exact.keys() | self.longer.keys()
+        if not len(self.longer[0]):
+            return self.exact[0]
+        if not len(self.exact[0]):
+            return self.longer[0]
+        return np.union1d(self.exact[0], self.longer[0])
 
-    def text_score(self, docnum: int, weights: TermWeights) -> float:
-        """The word's weight in a document's own text."""
-        return weights.exact * self.exact.get(docnum, 0.0) + weights.longer * self.longer.get(docnum, 0.0)
+    def holds(self, docnum: int) -> bool:
+        """Whether a document's own text holds the word."""
+        return _member(self.exact[0], docnum) or _member(self.longer[0], docnum)
 
-    def score(self, docnum: int, weights: TermWeights) -> float:
-        """The word's weight in a document, its context included."""
-        return self.text_score(docnum, weights) + weights.context * self.context.get(docnum, 0.0)
 
-    def text_bound(self, weights: TermWeights) -> float:
-        """The most the word adds to any document's text score."""
-        return weights.exact * max(self.exact.values(), default=0.0) + weights.longer * max(
-            self.longer.values(), default=0.0
-        )
+def _member(ids: np.ndarray, docnum: int) -> bool:
+    """Whether a sorted array holds a number."""
+    at = int(np.searchsorted(ids, docnum))
+    return at < len(ids) and int(ids[at]) == docnum
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def weights_of(stats: Stats) -> TermWeights:
 
 def stats_of(maps: TermMaps, documents: int) -> Stats:
     """A word's statistics in one partition."""
-    return Stats(documents, len(maps.exact), len(maps.longer), len(maps.context))
+    return Stats(documents, len(maps.exact[0]), len(maps.longer[0]), len(maps.context[0]))
 
 
 @dataclass(order=True)
@@ -113,10 +114,6 @@ class Candidate:
     ref: Any = field(compare=False)  # a committed document number or an uncommitted Entry
     source: Any = field(default=None, compare=False)  # whatever can load it (a partition)
 
-    def rounded(self) -> tuple[bool, float, int]:
-        """The order key, scores rounded so that sums equal but for the order of additions tie."""
-        return self.full, round(self.score, 9), self.stamp
-
 
 @dataclass
 class Ranked:
@@ -128,81 +125,58 @@ class Ranked:
     partial_total: int
 
 
-def full_documents(maps: Sequence[TermMaps]) -> set[int]:
-    """Documents whose text holds every word."""
-    ordered = sorted((m.holders() for m in maps), key=len)
-    found = ordered[0]
-    for other in ordered[1:]:
-        found &= other
-    return found
-
-
 def rank_documents(
     maps: Sequence[TermMaps],
     weights: Sequence[TermWeights],
-    keep: Callable[[set[int]], set[int]],
+    allowed: np.ndarray,
+    stamps: np.ndarray,
     limit: int,
-    stamp: Callable[[int], int],
     strict: bool,
 ) -> Ranked:
     """The best `limit` full matches and (unless strict) the best `limit` partial ones of one partition; counts.
 
-    `keep` narrows a set of documents to those the request may see (window, roots, type, not tombstoned).
+    `allowed` says which document numbers the request may see (window, roots, type, not tombstoned).
     """
-    full = keep(full_documents(maps))
-    top_full = _best(full, maps, weights, limit, stamp, True)
-    partial = keep(set().union(*(m.holders() for m in maps))) - full if len(maps) > 1 else set()
-    if strict:
-        return Ranked(top_full, [], len(full), len(partial))
-    if len(partial) > EXACT_BELOW:
-        chosen: Iterable[int] = _pruned(partial, maps, weights, max(limit, _POOL))
-    else:
-        chosen = partial
-    return Ranked(top_full, _best(chosen, maps, weights, limit, stamp, False), len(full), len(partial))
+    size = len(allowed)
+    holders = [m.holders() for m in maps]
+    count = np.bincount(np.concatenate(holders), minlength=size) if holders else np.zeros(size, np.int64)
+    full = np.flatnonzero((count == len(maps)) & allowed)
+    partial = np.flatnonzero((count > 0) & (count < len(maps)) & allowed) if len(maps) > 1 else full[:0]
+    if not len(full) and (strict or not len(partial)):
+        return Ranked([], [], 0, len(partial))
+    score = _scores(maps, weights, size)
+    top_full = _top(full, score, stamps, limit, True)
+    top_partial = [] if strict else _top(partial, score, stamps, limit, False)
+    return Ranked(top_full, top_partial, len(full), len(partial))
 
 
-def _best(
-    docs: Iterable[int],
-    maps: Sequence[TermMaps],
-    weights: Sequence[TermWeights],
-    limit: int,
-    stamp: Callable[[int], int],
-    full: bool,
-) -> list[Candidate]:
-    """The `limit` best documents by their whole score (context included), newer first on ties."""
-    pairs = list(zip(maps, weights, strict=True))
-    scored = [(sum(m.score(n, w) for m, w in pairs), n) for n in docs]
-    if len(scored) > limit:
-        cutoff = heapq.nlargest(limit, scored)[-1][0] - _TIE
-        scored = [pair for pair in scored if pair[0] >= cutoff]
-    ranked = sorted((Candidate(full, round(score, 9), stamp(n), n) for score, n in scored), reverse=True)
-    return ranked[:limit]
+def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int) -> np.ndarray:
+    """Every document's score: each word's weights in its text and context, times the word's idfs."""
+    ids: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    for term_maps, term_weights in zip(maps, weights, strict=True):
+        for (found, weight), scale in (
+            (term_maps.exact, term_weights.exact),
+            (term_maps.longer, term_weights.longer),
+            (term_maps.context, term_weights.context),
+        ):
+            if len(found):
+                ids.append(found)
+                values.append(weight * scale)
+    if not ids:
+        return np.zeros(size)
+    return np.bincount(np.concatenate(ids), weights=np.concatenate(values), minlength=size)
 
 
-def _pruned(docs: set[int], maps: Sequence[TermMaps], weights: Sequence[TermWeights], pool: int) -> list[int]:
-    """The `pool` documents of `docs` with the best text scores, words taken by descending bound.
-
-    Once the pool's weakest score beats all that the words not yet taken could add, no document
-    outside it can enter: the remaining words are only looked up for the documents in it.
-    """
-    order = sorted(zip(maps, weights, strict=True), key=lambda pair: -pair[0].text_bound(pair[1]))
-    rest = sum(m.text_bound(w) for m, w in order)
-    acc: Scores = {}
-    admitting = True
-    for term_maps, term_weights in order:
-        rest -= term_maps.text_bound(term_weights)
-        if admitting:
-            for docnum in term_maps.holders() & docs:
-                acc[docnum] = acc.get(docnum, 0.0) + term_maps.text_score(docnum, term_weights)
-            if len(acc) > pool:
-                floor = heapq.nlargest(pool, acc.values())[-1]
-                if floor > rest:
-                    admitting = False
-                    acc = {n: s for n, s in acc.items() if s + rest >= floor}
-        else:
-            for docnum in acc:
-                acc[docnum] += term_maps.text_score(docnum, term_weights)
-    return heapq.nlargest(pool, acc, key=acc.__getitem__)
+def _top(docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, full: bool) -> list[Candidate]:
+    """The `limit` best documents, newer first among equal scores (rounded, so sums in another order tie)."""
+    scores = np.round(score[docs], 9)
+    if len(docs) > limit:
+        cut = np.partition(scores, len(scores) - limit)[len(scores) - limit] - _TIE
+        keep = scores >= cut
+        docs, scores = docs[keep], scores[keep]
+    order = np.lexsort((stamps[docs], scores))[::-1][:limit]
+    return [Candidate(full, float(scores[i]), int(stamps[docs[i]]), int(docs[i])) for i in order]
 
 
 def score_entry(
@@ -264,9 +238,7 @@ def phrase_bonus(language: Language, text: str, query: Query) -> float:
     """A bonus for each pair of consecutive query words (stopwords too) that stand together in the text."""
     words = [term.keys[0] for term in query.terms if not term.cjk]
     pairs = set(itertools.pairwise(words))
-    if not pairs:
-        return 0.0
-    return PHRASE_BONUS * len(pairs & language.adjacent_pairs(text))
+    return PHRASE_BONUS * sum(language.stand_together(text, first, second) for first, second in pairs)
 
 
 def held_words(language: Language, text: str, terms: Sequence[Term]) -> list[str]:

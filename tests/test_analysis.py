@@ -153,8 +153,10 @@ def test_snippet_never_exceeds_the_limit(limit: int) -> None:
     assert len(EN.snippet(text, EN.query("tail").terms, limit)) <= limit
 
 
-def test_adjacent_pairs_are_stems_in_order() -> None:
-    assert EN.adjacent_pairs("The support groups met") == {("the", "support"), ("support", "group"), ("group", "met")}
+def test_words_standing_together_are_stems_in_order() -> None:
+    assert EN.stand_together("The support groups met", "support", "group")
+    assert not EN.stand_together("The support groups met", "group", "support")
+    assert not EN.stand_together("The supporting group", "support", "grou")  # whole words only
 
 
 def test_supported_languages_are_those_with_a_stemmer() -> None:

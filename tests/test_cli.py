@@ -44,7 +44,7 @@ def test_note_recall_status_through_the_cli(daemon: Daemon) -> None:
     noted = run_cli("note", "the", "cli", "remembers", "persimmons", config=daemon.config_path, check=True)
     assert noted.stdout.startswith("noted ")
     human = run_cli("recall", "persimmons", "cli", config=daemon.config_path, check=True).stdout
-    assert "the cli remembers persimmons" in human and "1 match" in human
+    assert "the cli remembers persimmons" in human and "1 entry holds every word" in human
     as_json = json.loads(run_cli("recall", "persimmons", "--json", config=daemon.config_path, check=True).stdout)
     assert as_json["total"] == 1 and as_json["hits"][0]["date"] == today()
     status = run_cli("status", config=daemon.config_path, check=True).stdout

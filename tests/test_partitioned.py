@@ -38,9 +38,9 @@ def index(tmp_path: Path) -> Iterator[PartitionedIndex]:
     ix.close()
 
 
-def test_partition_key_routes_diary_days_by_month() -> None:
-    assert partition_key("/r/diary/2026-11-30.md") == "2026-11"
-    assert partition_key("/p/.agents/.memory/diary/2025-01-02.md") == "2025-01"
+def test_partition_key_routes_diary_days_by_year() -> None:
+    assert partition_key("/r/diary/2026-11-30.md") == "2026"
+    assert partition_key("/p/.agents/.memory/diary/2025-01-02.md") == "2025"
     assert partition_key("/r/MEMORY.md") == OTHER
     assert partition_key("/r/logs/2026-11-30.md") == OTHER
 
@@ -57,7 +57,7 @@ def test_search_merges_partitions_and_respects_the_window(index: PartitionedInde
     assert total == 2 and [h.entry.date for h in hits] == ["2026-11-29", "2026-10-30"]
     assert index.search("oolong", since=None, limit=1).total == 3
     assert len(index.search("oolong", limit=1).hits) == 1
-    assert index.stats()["partitions"] == 3 and index.stats()["entries"] == 6
+    assert index.stats()["partitions"] == 2 and index.stats()["entries"] == 6  # two years
 
 
 def test_empty_query_refused_even_with_no_partitions(index: PartitionedIndex) -> None:
@@ -163,10 +163,10 @@ def test_one_corrupt_partition_is_rebuilt_alone(tmp_path: Path) -> None:
     state = tmp_path / "s"
     ix = PartitionedIndex(state, "test")
     ix.open()
-    ix.replace_file(*day_file("2026-10-01", "october plum"))
+    ix.replace_file(*day_file("2025-10-01", "last year plum"))
     ix.replace_file(*day_file("2026-11-01", "november plum"))
     ix.close()
-    (state / "partitions" / "2026-10" / "manifest.json").write_text("{garbage")
+    (state / "partitions" / "2025" / "manifest.json").write_text("{garbage")
     again = PartitionedIndex(state, "test")
     assert again.open() is True
     assert [h.entry.text for h in again.search("plum").hits] == ["november plum"]

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
@@ -93,29 +94,34 @@ def test_numeric_columns_read_in_one_go_equal_whoosh_reading_each_document(index
         assert len(postings.numbers(stamps)) == reader.doc_count_all()
 
 
-def test_scores_of_a_replaced_searcher_are_forgotten(index: Index) -> None:
+def test_a_commit_reads_only_the_new_segments_postings(index: Index) -> None:
     index.search("kafka")
-    owner = index._view_now()._owner
-    key = (owner, analysis.FIELD, "kafka", postings.EXACT)
-    assert postings._SCORES.get(key) is not None
+    before = {key for key in postings._POSTINGS._lists if key[1:] == ("text", b"kafka")}
+    assert before
     index.replace_file(_record("2026-02-09"), [_entry("kafka again", 1, "2026-02-09")])
     index.commit()
     assert "kafka again" in [hit.entry.text for hit in index.search("kafka", limit=100).hits]
-    assert postings._SCORES.get(key) is None
+    after = {key for key in postings._POSTINGS._lists if key[1:] == ("text", b"kafka")}
+    assert len(after - before) == 1  # the new segment's list; the others were kept
 
 
-def test_the_score_cache_keeps_to_its_budget_least_recently_used_first() -> None:
-    cache = postings._ScoreCache(budget=10)
-    cache.put((1, "text", "a", "exact"), {n: 1.0 for n in range(4)})
-    cache.put((1, "text", "b", "exact"), {n: 1.0 for n in range(4)})
-    assert cache.get((1, "text", "a", "exact")) is not None  # a is now the most recently used
-    cache.put((2, "text", "c", "exact"), {n: 1.0 for n in range(4)})
-    assert cache.get((1, "text", "b", "exact")) is None
-    assert cache.get((1, "text", "a", "exact")) is not None and cache.get((2, "text", "c", "exact")) is not None
-    cache.put((2, "text", "huge", "exact"), {n: 1.0 for n in range(11)})
-    assert cache.get((2, "text", "huge", "exact")) is None
-    cache.forget(1)
-    assert cache.get((1, "text", "a", "exact")) is None and cache.get((2, "text", "c", "exact")) is not None
+def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> None:
+    cache = postings._PostingsCache(budget=100)
+    lists = {name: (np.arange(4, dtype=np.uint32), np.ones(4, dtype=np.float32)) for name in "abc"}  # 32 bytes each
+    reads: list[str] = []
+
+    def read(name: str) -> tuple[np.ndarray, np.ndarray]:
+        reads.append(name)
+        return lists[name]
+
+    for name in ["a", "b", "a", "c", "b"]:
+        cache.get(("segment", "text", name.encode()), lambda name=name: read(name))  # type: ignore[misc]
+    assert reads == ["a", "b", "c"]  # 96 bytes fit
+    big = (np.arange(40, dtype=np.uint32), np.ones(40, dtype=np.float32))
+    cache.get(("segment", "text", b"big"), lambda: big)  # larger than the budget: read, not kept
+    assert ("segment", "text", b"big") not in cache._lists
+    cache.get(("segment", "text", b"d"), lambda: lists["a"])
+    assert ("segment", "text", b"a") not in cache._lists  # the least recently used went
 
 
 def test_stored_documents_are_kept_to_their_budget() -> None:
@@ -158,3 +164,29 @@ def test_term_docs_are_whooshs_document_numbers_without_deleted_ones(index: Inde
         assert view.term_docs("path", path) == set(index._searcher.document_numbers(path=path))
     assert view.term_docs("path", f"{ROOT}/diary/2026-02-02.md")  # rewritten: only the new documents
     assert view.term_docs("no-such-field", "x") == set()
+
+
+def test_decoded_posting_lists_of_several_blocks_equal_whooshs(tmp_path: Path) -> None:
+    ix = Index(tmp_path / "state", "identity-1")
+    ix.open()
+    rng = random.Random(3)
+    lines = [" ".join(rng.choice(["kafka", "broker", "zeta"]) for _ in range(rng.randint(1, 4))) for _ in range(700)]
+    ix.replace_file(_record("2026-03-01"), [_entry(t, n, "2026-03-01") for n, t in enumerate(lines, 1)])
+    ix.commit()
+    try:
+        for sub, _ in ix._searcher.leaf_searchers():
+            reader = sub.reader()
+            for field in (analysis.FIELD, analysis.CONTEXT):
+                lexicon = postings.Lexicon.read(reader, field)
+                assert lexicon is not None
+                for term, info in lexicon.infos(b"", prefix=True):
+                    ids, weights = postings._decode(reader, field, term, W3TermInfo.from_bytes(info))
+                    matcher = reader.postings(field, term)
+                    theirs = []
+                    while matcher.is_active():
+                        theirs.append((matcher.id(), matcher.weight()))
+                        matcher.next()
+                    assert len(theirs) > 128 or field == analysis.CONTEXT or term not in (b"kafka", b"broker")
+                    assert list(zip(ids.tolist(), weights.tolist(), strict=True)) == theirs, (field, term)
+    finally:
+        ix.close()
