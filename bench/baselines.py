@@ -2,7 +2,8 @@
 
 (a) the original diary plugin: a linear scan of the window's diary files with
 case-insensitive substring AND; (b) SQLite FTS5 from the standard library,
-queried in-process: the floor of a C full-text engine; (c) plain Whoosh with
+queried in-process: the floor of a C full-text engine, words AND-ed as
+prefixes, or for questions OR-ed and ranked by BM25; (c) plain Whoosh with
 default writer settings, for the build rate. The recall-quality run asks whole
 questions of (a) over all of a root and of (d), FTS5 BM25 with the words OR-ed.
 """
@@ -22,18 +23,19 @@ from typing import Any
 from bench import corpus, proc
 
 LIMIT = 20
+EVERY_WORD, ANY_WORD = "every word as a prefix", "any word, BM25"  # how FTS5 was asked, in the results
 Place = tuple[str, int]  # an entry's diary date and line number
 
 
-def window_paths(root: Path, days: int, today: dt.date) -> list[Path]:
-    """The diary files of the last `days` calendar days, newest first, as the plugin listed them."""
-    since = (today - dt.timedelta(days=days - 1)).isoformat()
+def window_paths(root: Path, days: int | None, today: dt.date) -> list[Path]:
+    """The diary files of the last `days` calendar days (None: every day), newest first, as the plugin listed them."""
+    since = "" if days is None else (today - dt.timedelta(days=days - 1)).isoformat()
     diary = root / "diary"
     names = sorted((n for n in os.listdir(diary) if n.endswith(".md") and n[:10] >= since), reverse=True)
     return [diary / name for name in names]
 
 
-def scan(root: Path, words: Sequence[str], days: int, today: dt.date) -> tuple[list[str], int]:
+def scan(root: Path, words: Sequence[str], days: int | None, today: dt.date) -> tuple[list[str], int]:
     """Baseline (a): lines of the window holding every word as a case-insensitive substring."""
     needles = [word.lower() for word in words]
     hits: list[str] = []
@@ -113,6 +115,18 @@ class Fts5:
             "SELECT count(*) FROM entries WHERE entries MATCH ? AND date >= ?", (_match(words), since)
         ).fetchone()
         return int(row[0])
+
+    def recall_any(self, words: Sequence[str]) -> list[tuple[Any, ...]]:
+        """The best LIMIT entries of all of memory holding any of the words, ranked by BM25: a question's floor."""
+        return self.db.execute(
+            "SELECT date, time, text FROM entries WHERE entries MATCH ? ORDER BY rank LIMIT ?",
+            (any_word(" ".join(words)), LIMIT),
+        ).fetchall()
+
+    def total_any(self, words: Sequence[str]) -> int:
+        """How many entries hold any of the words (not timed)."""
+        row = self.db.execute("SELECT count(*) FROM entries WHERE entries MATCH ?", (any_word(" ".join(words)),))
+        return int(row.fetchone()[0])
 
     def close(self) -> None:
         """Close the database."""

@@ -26,10 +26,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="`python -m bench quality PATH...` measures recall quality instead (see its --help).",
     )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="the 10k corpus with fewer rounds (about 2 minutes)")
+    size.add_argument("--quick", action="store_true", help="the 10k corpus with fewer rounds (1-2 minutes)")
     size.add_argument("--smoke", action="store_true", help="a tiny corpus and few rounds: checks the suite works")
     parser.add_argument("--entries", type=int, action="append", metavar="N", help="corpus size (repeatable)")
     parser.add_argument("--huge", action="store_true", help="add the 1,000,000-entry corpus (slow)")
+    parser.add_argument(
+        "--soak", type=float, metavar="SECONDS", help="add the mixed soak of 4 clients for SECONDS (600: the full one)"
+    )
+    parser.add_argument(
+        "--busy-day",
+        type=int,
+        action="append",
+        metavar="N",
+        help="entries already in today's diary for a busy-day run (repeatable; replaces the plan's)",
+    )
     parser.add_argument("--seed", type=int, default=1, help="corpus and query seed (default 1)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"results and cached corpora (default {OUT})")
     parser.add_argument(
@@ -60,13 +70,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.entries and min(args.entries) < 100:
         build_parser().error("--entries must be at least 100")
+    if args.soak is not None and args.soak < 0:
+        build_parser().error("--soak must be at least 0")
+    if args.busy_day and min(args.busy_day) < 1:
+        build_parser().error("--busy-day must be at least 1")
     if not baselines.fts5_available():
         print("bench: error: this Python's SQLite has no FTS5", file=sys.stderr)
         return 1
     if args.profile and profile.py_spy() is None:
         print("bench: error: --profile needs py-spy (pip install py-spy)", file=sys.stderr)
         return 1
-    chosen = plan.choose(args.smoke, args.quick, args.entries, args.huge)
+    chosen = plan.choose(args.smoke, args.quick, args.entries, args.huge, args.soak, args.busy_day)
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
     hardware = proc.hardware()

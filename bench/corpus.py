@@ -156,6 +156,12 @@ class Generator:
         """The text of one diary file with k entries."""
         return "".join(_line(time, self.meta(), self.text()) for time in self.times(k))
 
+    def day_until(self, k: int, last: dt.time) -> str:
+        """One diary file with k entries timed from midnight to `last`, as a day that is still going on."""
+        end = last.hour * 60 + last.minute
+        minutes = sorted(self.rng.randrange(end + 1) for _ in range(k))
+        return "".join(_line(f"{m // 60:02d}:{m % 60:02d}", self.meta(), self.text()) for m in minutes)
+
 
 def _line(time: str, meta: Meta, text: str) -> str:
     """A diary line in braind's grammar; generated text never starts with a bracket, so no group is needed."""

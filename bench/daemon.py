@@ -47,6 +47,16 @@ class BenchDaemon:
         self.base.mkdir(parents=True)
         settings = {"memory_root": str(self.root), "state_dir": str(self.state), "socket": str(self.socket)}
         self.config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+        return self._launch()
+
+    def relaunch(self) -> float:
+        """Start again after stop(), on the same state dir and its index; returns the perf_counter time."""
+        if self.proc is not None:
+            raise DaemonFailed("the daemon is still running")
+        return self._launch()
+
+    def _launch(self) -> float:
+        """Start `braind serve` with this config; returns the perf_counter time of the spawn."""
         env = {key: value for key, value in os.environ.items() if key not in ("NOTIFY_SOCKET", "LISTEN_FDS")}
         started = time.perf_counter()
         with open(self.log, "ab") as log:

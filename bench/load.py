@@ -43,9 +43,9 @@ class LoadSpec:
 
 
 def _braind_runner(spec: LoadSpec) -> Callable[[Query], Any]:
-    """One kept connection; a recall of the default window per query."""
+    """One kept connection; a recall of the window per query."""
     client = Client(Path(spec.socket), timeout=60)
-    return lambda words: client.call("brain_recall", query=" ".join(words))
+    return lambda words: client.call("brain_recall", query=" ".join(words), days=spec.days)
 
 
 def _note_runner(spec: LoadSpec) -> Callable[[Query], Any]:

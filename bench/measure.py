@@ -101,14 +101,18 @@ def reindex(client: Client, pid: int) -> dict[str, float]:
 
 
 def recall(client: Client, queries: Sequence[tuple[str, ...]], days: int | None) -> dict[str, Any]:
-    """Latency of each query, asked once; the hit totals and the slowest queries."""
+    """Latency of each query, asked once; the full and partial match totals and the slowest queries."""
     params = {} if days is None else {"days": days}
     timed = [call_ms(client, "brain_recall", query=" ".join(q), **params) for q in queries]
     slowest = sorted(zip(timed, queries, strict=True), key=lambda pair: -pair[0][0])[:SLOWEST]
     return {
         **summarize([ms for ms, _ in timed]).as_dict(),
         "totals": [r["total"] for _, r in timed],
-        "slowest": [{"query": " ".join(q), "ms": ms, "total": r["total"]} for (ms, r), q in slowest],
+        "partial_totals": [r.get("partial_total", 0) for _, r in timed],
+        "slowest": [
+            {"query": " ".join(q), "ms": ms, "total": r["total"], "partial_total": r.get("partial_total", 0)}
+            for (ms, r), q in slowest
+        ],
     }
 
 

@@ -40,6 +40,25 @@ def peak_rss_mb(pid: int) -> float:
     return _status_kb(pid, "VmHWM") / 1024
 
 
+def threads(pid: int) -> int:
+    """How many threads a process runs now."""
+    return int(Path(f"/proc/{pid}/status").read_text().split("Threads:", 1)[1].split()[0])
+
+
+def open_fds(pid: int) -> int:
+    """How many file descriptors a process holds open now."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def fd_limit(pid: int) -> int:
+    """The soft limit on a process's open files (RLIMIT_NOFILE), as /proc/<pid>/limits says; -1 when unlimited."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft = line.split()[3]
+            return -1 if soft == "unlimited" else int(soft)
+    return -1
+
+
 def cpu_seconds(pid: int, children: bool = False) -> float:
     """User plus system CPU time of every thread of a process so far (and of its exited children)."""
     stat = Path(f"/proc/{pid}/stat").read_text()

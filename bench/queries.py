@@ -6,7 +6,9 @@ has at least one hit in every window. Words are ranked by document frequency.
 "medium" ones all but one word from the top 1 % and one from the next 4 %;
 "rare" ones (high selectivity) the entry's rarest words, from the long tail;
 "Chinese" queries are two-character pieces of a Chinese entry, which braind
-matches by characters.
+matches by characters. "Natural" questions are asked the way an agent asks:
+two to four of one entry's content words, whatever their band, inside a
+question of five to ten words whose other words are everyday ones.
 """
 
 from __future__ import annotations
@@ -27,6 +29,20 @@ MIN_LETTERS = 3
 BANDS = {"common": (0.0, 0.01), "medium": (0.01, 0.05), "rare": (0.4, 1.0)}
 _WORD = re.compile(r"[a-z]+")
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]{2,}")
+NATURAL = "natural"
+# Question templates of five to ten words once filled; each {} is one content word of the entry.
+TEMPLATES = (
+    "what did I say about {} and {}",
+    "do you remember anything about {} or {}",
+    "what do we know about {} and {}",
+    "have I written anything about {} with {}",
+    "when did we last talk about {} {} {}",
+    "what was the note about {} {} and {}",
+    "tell me about {} {} and {}",
+    "anything on {} {} {} or {}",
+    "what did I write about {} {} {} {}",
+    "remind me about {} and {} {} {}",
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +113,16 @@ def _chinese_queries(docs: Sequence[Doc], rng: random.Random) -> Iterator[tuple[
             yield run[first : first + 2], run[second : second + 2]
 
 
+def _natural_questions(docs: Sequence[Doc], rng: random.Random) -> Iterator[tuple[str, ...]]:
+    """A question template filled with as many of one entry's content words as it has slots."""
+    for doc in docs:
+        template = rng.choice(TEMPLATES)
+        words = sorted(content_words(doc.text))
+        slots = template.count("{}")
+        if len(words) >= slots:
+            yield tuple(template.format(*rng.sample(words, slots)).split())
+
+
 def _take(found: Iterator[tuple[str, ...]], count: int) -> tuple[tuple[str, ...], ...]:
     """The first `count` distinct queries."""
     out: dict[tuple[str, ...], None] = {}
@@ -108,7 +134,7 @@ def _take(found: Iterator[tuple[str, ...]], count: int) -> tuple[tuple[str, ...]
 
 
 def choose(docs: Sequence[Doc], today: dt.date, seed: int, count: int) -> list[QueryClass]:
-    """Query classes: 2 and 3 words of each band, and Chinese, `count` queries each."""
+    """Query classes: 2 and 3 words of each band, Chinese, and natural questions, `count` queries each."""
     rng = random.Random(seed)
     ranks = rank_words(docs)
     pool = recent(docs, today)
@@ -119,6 +145,8 @@ def choose(docs: Sequence[Doc], today: dt.date, seed: int, count: int) -> list[Q
         for band in BANDS
     ]
     classes.append(QueryClass("2w-chinese", "2 Chinese words", _take(_chinese_queries(pool, rng), count)))
+    questions = _take(_natural_questions(pool, rng), count)
+    classes.append(QueryClass(NATURAL, "natural questions of 5 to 10 words", questions))
     empty = [c.key for c in classes if not c.queries]
     if empty:
         raise ValueError(f"the corpus has no entry to build queries for {', '.join(empty)}")

@@ -17,16 +17,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench import baselines, corpus, load, measure, proc, queries
+from bench import baselines, busy, connections, corpus, load, measure, proc, queries, soak
 from bench.daemon import BenchDaemon
-from bench.plan import Plan
+from bench.plan import BUSY_BASELINE, Plan
 from bench.profile import Profiler
 from bench.stats import summarize
 from braind.client import Client
 
-WINDOWS = (30, 365)
-DEFAULT_WINDOW = 30
+WINDOWS: tuple[int | None, ...] = (30, 365, None)  # None: all of memory, recall's default
+LOAD_WINDOW = 30  # the window of the throughput and write-load clients, and of their scan
 WRITERS = 4  # note writers beside one recalling and one injecting client
+BASELINE_BUDGET_S = 10.0  # seconds a baseline may spend on one query class; slow ones are sampled
+MIN_BASELINE_QUERIES = 3
 Query = tuple[str, ...]
 
 
@@ -50,16 +52,43 @@ def _median_of(rounds: Sequence[dict[str, float]]) -> dict[str, float]:
     return {**{k: float(statistics.median(r[k] for r in rounds)) for k in keys}, "rounds": float(len(rounds))}
 
 
-def scan_latency(root: Path, qs: Sequence[Query], days: int, today: dt.date) -> dict[str, Any]:
-    """Baseline (a): latency of the plugin's scan over the same queries and window, each once."""
-    timed = [_timed(partial(baselines.scan, root, q, days, today)) for q in qs]
-    return {**summarize([ms for ms, _ in timed]).as_dict(), "totals": [found[1] for _, found in timed]}
+def window_name(days: int | None) -> str:
+    """How a window is named in the results: `30d`, `365d` or `all`."""
+    return "all" if days is None else f"{days}d"
 
 
-def fts_latency(fts: baselines.Fts5, qs: Sequence[Query], since: str) -> dict[str, Any]:
-    """Baseline (b): latency of FTS5 prefix-AND queries with the same window, each once."""
-    samples = [_timed(partial(fts.recall, q, since))[0] for q in qs]
-    return {**summarize(samples).as_dict(), "totals": [fts.total(q, since) for q in qs]}
+def scan_latency(root: Path, qs: Sequence[Query], days: int | None, today: dt.date) -> dict[str, Any]:
+    """Baseline (a): latency of the plugin's scan over the same queries and window, each once (sampled when slow)."""
+    timed = within_budget(qs, lambda q: baselines.scan(root, q, days, today))
+    return {
+        **summarize([ms for ms, _ in timed]).as_dict(),
+        "queries": len(timed),
+        "totals": [found[1] for _, found in timed],
+    }
+
+
+def fts_latency(fts: baselines.Fts5, qs: Sequence[Query], since: str, any_word: bool) -> dict[str, Any]:
+    """Baseline (b): FTS5 with the same window, each query once: words AND-ed as prefixes, or OR-ed for questions."""
+    if any_word:
+        timed = within_budget(qs, fts.recall_any)
+        totals = [fts.total_any(q) for q in qs[: len(timed)]]
+    else:
+        timed = within_budget(qs, lambda q: fts.recall(q, since))
+        totals = [fts.total(q, since) for q in qs[: len(timed)]]
+    match = baselines.ANY_WORD if any_word else baselines.EVERY_WORD
+    return {**summarize([ms for ms, _ in timed]).as_dict(), "queries": len(timed), "totals": totals, "match": match}
+
+
+def within_budget(qs: Sequence[Query], call: Callable[[Query], Any]) -> list[tuple[float, Any]]:
+    """Time `call` on each query until BASELINE_BUDGET_S is spent, after at least MIN_BASELINE_QUERIES."""
+    timed: list[tuple[float, Any]] = []
+    spent = 0.0
+    for q in qs:
+        if len(timed) >= MIN_BASELINE_QUERIES and spent >= BASELINE_BUDGET_S * 1000:
+            break
+        timed.append(_timed(partial(call, q)))
+        spent += timed[-1][0]
+    return timed
 
 
 def _timed(call: Callable[[], Any]) -> tuple[float, Any]:
@@ -104,7 +133,7 @@ class SizeRun:
     def _describe(self) -> dict[str, Any]:
         """The corpus's size, span and windows, and the queries chosen."""
         info = {k: v for k, v in asdict(self.corpus).items() if k != "root"}
-        for days in WINDOWS:
+        for days in (30, 365):
             since = (self.today - dt.timedelta(days=days - 1)).isoformat()
             info[f"entries_{days}d"] = sum(1 for d in self.docs if d.date >= since)
         info["queries"] = {c.key: [" ".join(q) for q in c.queries] for c in self.classes}
@@ -154,12 +183,12 @@ class SizeRun:
         self.results["cold_start"] = _median_of(found)
         return daemon
 
-    def _start_timeout(self) -> float:
-        """Seconds a cold start may take before the run gives up: generous, at 100 entries/s."""
-        return max(120.0, self.n / 100)
+    def _start_timeout(self, more: int = 0) -> float:
+        """Seconds a start that indexes the corpus (and `more` entries) may take: generous, at 100 entries/s."""
+        return max(120.0, (self.n + more) / 100)
 
     def _with_daemon(self, daemon: BenchDaemon, client: Client, root: Path) -> None:
-        """Every measurement of the running daemon, the idle window last."""
+        """Every measurement of the running daemon, the idle window after them; then the soak and the busy days."""
         time.sleep(measure.SETTLE_S)
         self.results["rest"] = measure.at_rest(daemon.pid)
         index = {"ready": measure.index_state(client, daemon.state)}
@@ -168,12 +197,16 @@ class SizeRun:
         self._recall(client)
         self._throughput(daemon)
         self._under_writes(daemon)
+        self._idle_connections(daemon)
         self._writes(client, root)
         index["written"] = measure.index_state(client, daemon.state)
         self.results["index"] = index
         with self.phase(f"idle {self.plan.idle_seconds:g} s", "idle"):
             self.results["idle"] = measure.idle(daemon.pid, self.plan.idle_seconds)
         self.results["peak_rss_mb"] = proc.peak_rss_mb(daemon.pid)
+        if self.plan.soak_seconds > 0:
+            self._soak(daemon)
+        self._busy_days(daemon, root)
 
     def _reindex(self, client: Client) -> None:
         """`reindex` over the socket, `cold_rounds` times."""
@@ -187,31 +220,36 @@ class SizeRun:
         with self.phase("recall", "recall"), measure.without_collector_pauses():
             self.results["round_trip"] = measure.round_trip(client, self.plan.injects)
             for days in WINDOWS:
-                measure.warm_up(client, None if days == DEFAULT_WINDOW else days)
+                measure.warm_up(client, days)
                 for cls in self.classes:
-                    found[f"{days}d/{cls.key}"] = self._recall_class(client, cls, days)
+                    if days is None or cls.key != queries.NATURAL:
+                        found[f"{window_name(days)}/{cls.key}"] = self._recall_class(client, cls, days)
         self.results["recall"] = found
 
-    def _recall_class(self, client: Client, cls: queries.QueryClass, days: int) -> dict[str, Any]:
+    def _recall_class(self, client: Client, cls: queries.QueryClass, days: int | None) -> dict[str, Any]:
         """One query class in one window; FTS5 is left out for Chinese (its tokenizer keeps CJK runs whole)."""
-        since = (self.today - dt.timedelta(days=days - 1)).isoformat()
+        since = "" if days is None else (self.today - dt.timedelta(days=days - 1)).isoformat()
+        natural = cls.key == queries.NATURAL
         return {
             "label": cls.label,
             "queries": len(cls.queries),
-            "braind": measure.recall(client, cls.queries, None if days == DEFAULT_WINDOW else days),
+            "braind": measure.recall(client, cls.queries, days),
             "scan": scan_latency(self.corpus.root, cls.queries, days, self.today),
-            "fts5": None if "chinese" in cls.key else fts_latency(self.fts, cls.queries, since),
+            "fts5": None if "chinese" in cls.key else fts_latency(self.fts, cls.queries, since, natural),
         }
 
+    def _interleaved(self, natural: bool) -> tuple[Query, ...]:
+        """The classes' queries taken in turn, one of each class at a time; natural questions only when asked."""
+        chosen = [c.queries for c in self.classes if natural or c.key != queries.NATURAL]
+        return tuple(q for mixed in itertools.zip_longest(*chosen) for q in mixed if q is not None)
+
     def _load_spec(self, kind: str, daemon: BenchDaemon) -> load.LoadSpec:
-        """What load clients of one kind run: the classes' queries interleaved, the default window."""
-        rounds = itertools.zip_longest(*(c.queries for c in self.classes))
-        qs = tuple(q for mixed in rounds for q in mixed if q is not None)
-        root, today = str(self.corpus.root), self.today.isoformat()
-        return load.LoadSpec(kind, str(daemon.socket), root, today, DEFAULT_WINDOW, qs, self.plan.load_seconds)
+        """What load clients of one kind run: the word classes' queries interleaved, the 30-day window."""
+        root, today, qs = str(self.corpus.root), self.today.isoformat(), self._interleaved(False)
+        return load.LoadSpec(kind, str(daemon.socket), root, today, LOAD_WINDOW, qs, self.plan.load_seconds)
 
     def _throughput(self, daemon: BenchDaemon) -> None:
-        """1 and 8 client processes recalling the default window, braind and the scan."""
+        """1 and 8 client processes recalling the 30-day window, braind and the scan."""
         found: dict[str, Any] = {}
         with self.phase("throughput", "throughput"):
             for kind in ("braind", "scan"):
@@ -225,6 +263,34 @@ class SizeRun:
         groups = [(self._load_spec(kind, daemon), n) for kind, n in (("note", WRITERS), ("braind", 1), ("inject", 1))]
         with self.phase(f"recall and inject under {WRITERS} writers", "under_writes"):
             self.results["under_writes"] = load.run_mixed(groups)
+
+    def _idle_connections(self, daemon: BenchDaemon) -> None:
+        """One more client's recalls of all of memory, without and then with many idle connections open."""
+        count, recalls = self.plan.idle_connections, self.plan.idle_recalls
+        qs = list(itertools.islice(itertools.cycle(self._interleaved(True)), 2 * recalls))
+        with self.phase(f"{count} idle connections", "idle-connections"):
+            self.results["idle_connections"] = connections.measure_idle(daemon.socket, daemon.pid, count, qs)
+
+    def _soak(self, daemon: BenchDaemon) -> None:
+        """The mixed soak on the running daemon, after everything else it measures."""
+        spec = soak.SoakSpec(str(daemon.socket), self._interleaved(True), self.plan.soak_seconds, self.seed)
+        with self.phase(f"soak {self.plan.soak_seconds:g} s, {soak.CLIENTS} clients", "soak"):
+            self.results["soak"] = soak.run(spec, daemon.pid)
+
+    def _busy_days(self, daemon: BenchDaemon, root: Path) -> None:
+        """The daemon started again on an ordinary day, then on each busy day; note, inject and recall on each."""
+        found: dict[str, Any] = {}
+        for entries in dict.fromkeys((BUSY_BASELINE, *self.plan.busy_days)):
+            with self.phase(f"busy day of {entries:,} entries"):
+                daemon.stop()
+                busy.write_day(root, entries, self.seed + entries)
+                started = daemon.relaunch()
+                ready = daemon.wait_ready(self._start_timeout(entries))
+                profiled = self.profiler.phase(daemon, f"busy-{entries}")
+                with profiled, daemon.client() as client, measure.without_collector_pauses():
+                    calls = busy.calls(client, self._interleaved(True), self.rng)
+                found[str(entries)] = {"entries": entries, "ready_s": ready - started, **calls}
+        self.results["busy_days"] = found
 
     def _writes(self, client: Client, root: Path) -> None:
         """brain_note, editor appends and inject."""

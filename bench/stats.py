@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class Dist:
-    """A summary of samples in milliseconds: count, p50, p99, mean, min, max."""
+    """A summary of samples in milliseconds: count, p50, p95, p99, mean, min, max."""
 
     n: int
     p50: float
+    p95: float
     p99: float
     mean: float
     min: float
@@ -39,6 +40,7 @@ def summarize(samples: Sequence[float]) -> Dist:
     return Dist(
         len(ordered),
         percentile(ordered, 50),
+        percentile(ordered, 95),
         percentile(ordered, 99),
         statistics.fmean(ordered),
         ordered[0],

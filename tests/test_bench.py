@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,33 +14,44 @@ from typing import Any
 
 import pytest
 
-from bench import locomo
+from bench import corpus, locomo, plan, queries, soak
 from bench import quality as quality_run
 
 REPO = Path(__file__).resolve().parent.parent
 CLASSES = ("2w_common", "2w_medium", "2w_rare", "3w_common", "3w_medium", "3w_rare", "2w_chinese")
+WINDOWS = ("30d", "365d", "all")
+RECALL = (*(f"recall_{window}_{cls}" for window in WINDOWS for cls in CLASSES), "recall_all_natural")
+SMOKE_BUSY_DAY = plan.SMOKE.busy_days[0]
 FIGURES = (
     "cold_index",
     "reindex",
     "peak_rss_cold",
     "peak_rss_reindex",
     "round_trip",
-    *(f"recall_{days}d_{cls}" for days in (30, 365) for cls in CLASSES),
+    *RECALL,
     "throughput_1",
     "throughput_8",
     "under_writes_braind",
     "under_writes_inject",
     "under_writes_note",
+    "idle_connections",
+    "idle_connections_recall",
     "note_reply",
     "note_recallable",
     "editor_recallable",
     "inject_steady",
     "inject_new",
+    *(f"busy_day_{SMOKE_BUSY_DAY}_{kind}" for kind in ("note", "inject", "recall")),
+    "soak_throughput",
+    "soak_rss",
+    "soak_latency",
     "rss_rest",
     "rss_after_workload",
     "idle_cpu",
 )
 HEADER = "| figure | braind | baseline | ratio | target | met |"
+SCALING = "### Scaling: p50 · p99 by corpus size"
+SOAK = "#### Mixed soak over time"
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +81,25 @@ def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def document(out: Path) -> dict[str, Any]:
+    """The JSON report of the smoke run."""
+    found: dict[str, Any] = json.loads(only(out, "results-*.json").read_text(encoding="utf-8"))
+    assert len(found["runs"]) == 1
+    return found
+
+
 def rows(out: Path) -> dict[str, dict[str, Any]]:
     """The rows of the smoke run's only corpus size, by key."""
-    document = json.loads(only(out, "results-*.json").read_text(encoding="utf-8"))
-    assert len(document["runs"]) == 1
-    return {row["key"]: row for row in document["runs"][0]["rows"]}
+    return {row["key"]: row for row in document(out)["runs"][0]["rows"]}
+
+
+def markdown_table(text: str, heading: str) -> list[str]:
+    """The body lines of the first Markdown table after a line starting with `heading` (or the header itself)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    first = next(i for i in range(start, len(lines)) if lines[i].startswith("|---"))
+    end = next((i for i in range(first + 1, len(lines)) if not lines[i].startswith("| ")), len(lines))
+    return lines[first + 1 : end]
 
 
 def test_the_json_has_every_figure(smoke: Path) -> None:
@@ -92,8 +119,69 @@ def test_every_figure_has_numeric_values(smoke: Path) -> None:
 def test_recall_rows_compare_with_the_scan_and_report_hits(smoke: Path) -> None:
     for key, row in rows(smoke).items():
         if key.startswith("recall_"):
-            assert row["braind"]["hits_min"] >= 1, key  # every query is taken from an entry in the window
+            assert row["braind"]["found_min"] >= 1, key  # every query is taken from an entry in the window
             assert "scan" in row["baseline_text"], key
+            if key != "recall_all_natural":  # a word query's own entry holds every word: a full match
+                assert row["braind"]["hits_min"] >= 1, key
+
+
+def test_natural_questions_are_compared_with_fts5_words_or_ed(smoke: Path) -> None:
+    row = rows(smoke)["recall_all_natural"]
+    assert "FTS5 (words OR-ed, BM25)" in row["baseline_text"]
+    assert is_number(row["baseline"]["fts5_p50"]) and is_number(row["braind"]["partial_median"])
+    assert "partial" in row["figure"]
+
+
+def test_natural_questions_hold_content_words_of_one_recent_entry(smoke: Path) -> None:
+    root = only(smoke, "corpus-500-*") / "root"
+    recent = queries.recent(corpus.load(root), dt.date.today())
+    [natural] = [c for c in queries.choose(corpus.load(root), dt.date.today(), 1, 8) if c.key == queries.NATURAL]
+    patterns = [re.compile(re.escape(t).replace(re.escape("{}"), "([a-z]+)")) for t in queries.TEMPLATES]
+    assert len(natural.queries) == 8
+    for question in natural.queries:
+        assert 5 <= len(question) <= 10, question
+        [words] = [m.groups() for p in patterns if (m := p.fullmatch(" ".join(question)))]
+        assert 2 <= len(words) <= 4
+        assert any(set(words) <= queries.content_words(doc.text) for doc in recent), question
+
+
+def test_the_idle_connections_are_all_accounted_for(smoke: Path) -> None:
+    found = document(smoke)["runs"][0]["idle_connections"]
+    assert found["connections"] == plan.SMOKE.idle_connections
+    assert found["connected"] + sum(found["connect_errors"].values()) == found["connections"]
+    assert found["held"] + found["refused"] == found["connected"]
+    assert 0 <= found["answered"] <= found["held"]
+    assert found["recall_without"]["served"] == found["recall_without"]["n"] == plan.SMOKE.idle_recalls
+    assert all(is_number(found["with"][k]) for k in ("rss_mb", "threads", "fds"))
+
+
+def test_busy_days_make_every_call_on_the_ordinary_and_the_busy_day(smoke: Path) -> None:
+    days = document(smoke)["runs"][0]["busy_days"]
+    assert sorted(days, key=int) == [str(plan.BUSY_BASELINE), str(SMOKE_BUSY_DAY)]
+    for name, day in days.items():
+        assert day["entries"] == int(name)
+        assert all(day[kind]["n"] == 60 for kind in ("note", "inject", "recall")), name
+        assert len(day["recall"]["totals"]) == 60
+
+
+def test_the_soak_reports_throughput_and_rss_over_time(smoke: Path) -> None:
+    found = document(smoke)["runs"][0]["soak"]
+    windows = found["windows"]
+    assert len(windows) == soak.SHORT and len(found["memory"]) == soak.SHORT + 1
+    assert sum(w["calls"] for w in windows) <= found["calls"]
+    assert all(w["rss_mb"] > 0 and is_number(w["per_s"]) for w in windows)
+    assert sum(w[kind] for w in windows for kind in soak.MIX) == sum(w["calls"] for w in windows)
+    table = markdown_table(only(smoke, "results-*.md").read_text(encoding="utf-8"), SOAK)
+    assert len(table) == soak.SHORT and all(line.count(" | ") == 8 for line in table)
+
+
+def test_the_scaling_table_has_every_recall_figure_and_inject(smoke: Path) -> None:
+    scaling = {figure["key"]: figure for figure in document(smoke)["scaling"]}
+    assert sorted(scaling) == sorted((*RECALL, "inject_steady"))
+    assert all(is_number(f["sizes"]["500"]["p50"]) and is_number(f["sizes"]["500"]["p99"]) for f in scaling.values())
+    table = markdown_table(only(smoke, "results-*.md").read_text(encoding="utf-8"), SCALING)
+    assert len(table) == len(scaling)
+    assert all(line.count(" | ") == 1 for line in table)
 
 
 def test_the_json_names_the_hardware(smoke: Path) -> None:
@@ -103,8 +191,7 @@ def test_the_json_names_the_hardware(smoke: Path) -> None:
 
 def test_the_markdown_table_has_a_line_per_figure(smoke: Path) -> None:
     text = only(smoke, "results-*.md").read_text(encoding="utf-8")
-    assert HEADER in text
-    table = [line for line in text.splitlines() if line.startswith("| ") and line != HEADER]
+    table = markdown_table(text, HEADER)
     assert len(table) == len(FIGURES)
     assert all(line.count(" | ") == 5 for line in table)
 
@@ -113,6 +200,27 @@ def test_the_corpus_is_cached_for_the_next_run(smoke: Path) -> None:
     corpus = only(smoke, "corpus-500-*")
     assert (corpus / "corpus.json").is_file()
     assert any((corpus / "root" / "diary").glob("*.md"))
+
+
+def test_soak_and_busy_day_flags_change_the_plan_and_the_presets_keep_the_soak_off() -> None:
+    assert plan.QUICK.soak_seconds == plan.FULL.soak_seconds == 0
+    chosen = plan.choose(False, True, None, False, 600.0, [3000, 500, 3000])
+    assert chosen.soak_seconds == 600 and chosen.busy_days == (500, 3000) and chosen.sizes == (10_000,)
+    assert plan.choose(False, False, None, True).sizes == (10_000, 100_000, plan.HUGE)
+
+
+def test_the_soak_counts_each_call_in_the_window_it_began_in() -> None:
+    samples = [(t / 10, kind, 1.0 + t, "") for t, kind in zip(range(600), itertools.cycle(soak.MIX), strict=False)]
+    samples.append((59.9, "root", 5.0, "busy"))
+    memory = [{"at_s": at, "rss_mb": 100.0 + at, "threads": 5.0} for at in soak.edges(60)]
+    found = soak.summary(samples, memory, 60)
+    assert [w["start_s"] for w in found["windows"]] == [0, 15, 30, 45]
+    assert [w["calls"] for w in found["windows"]] == [150, 150, 150, 151]
+    assert found["windows"][-1]["errors"] == 1 and found["errors"] == {"busy": 1}
+    assert found["first_per_s"] == 10 and found["last_per_s"] == 121 / 12  # the first and the last 12 s
+    assert found["rss_warm_mb"] == 115 and found["rss_end_mb"] == found["rss_max_mb"] == 160
+    shown = ("start_s", "seconds", "per_s", *soak.MIX, "errors", "p99", "rss_mb")
+    assert soak.table_windows(found["windows"]) == [{k: w[k] for k in shown} for w in found["windows"]]
 
 
 # The recall-quality run: `python -m bench quality` on the hand-written LoCoMo-format fixture.
