@@ -1,7 +1,8 @@
 """How text becomes terms, for the index and for the in-memory matcher alike.
 
 Words in alphabetic scripts are lower-cased, accent-folded and reduced to
-their stem by the Snowball stemmer of each configured language, so that
+their stem by the Snowball stemmer of each configured language (PyStemmer,
+Snowball's C library), so that
 `drinks`, `drink` and `Drinking` are one term; punctuation splits words, and
 the `s` of a possessive is a stopword of its own. A query word matches every
 term it begins, so `deploy` finds `deployed` and `dep` finds both. Stopwords
@@ -20,17 +21,19 @@ index, for entries that are not committed yet and for typed memory.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import Stemmer
 from whoosh.analysis import Token, Tokenizer
 from whoosh.formats import Frequency
-from whoosh.lang import has_stemmer, has_stopwords, stemmer_for_language, stopwords_for_language
+from whoosh.lang import has_stopwords, stopwords_for_language
 
-ANALYZER_VERSION = 3
+ANALYZER_VERSION = 4
 
 FIELD = "text"
 CONTEXT = "context"  # the text of the entries just before, down-weighted in ranking
@@ -46,6 +49,15 @@ _CJK = (
 _WORD = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
 _MARKS = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _STEM_CACHE = 1 << 18  # distinct words whose stems are kept: a few tens of MB at most
+# ISO 639-1 codes of the languages Snowball stems, and the names of its algorithms.
+_ALGORITHMS = {
+    "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german", "el": "greek",
+    "en": "english", "es": "spanish", "et": "estonian", "eu": "basque", "fa": "persian", "fi": "finnish",
+    "fr": "french", "ga": "irish", "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian",
+    "it": "italian", "lt": "lithuanian", "ne": "nepali", "nl": "dutch", "no": "norwegian", "pl": "polish",
+    "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
+    "tr": "turkish", "yi": "yiddish",
+}  # fmt: skip
 
 
 def fold(word: str) -> str:
@@ -63,9 +75,8 @@ def _fold_unicode(word: str) -> str:
 
 def supported_languages() -> tuple[str, ...]:
     """The language codes `recall.languages` accepts: those with a Snowball stemmer."""
-    from whoosh.lang import languages
-
-    return tuple(code for code in languages if has_stemmer(code))
+    known = set(Stemmer.algorithms())
+    return tuple(code for code, name in _ALGORITHMS.items() if name in known)
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,7 @@ class Language:
 
     def __init__(self, codes: tuple[str, ...]) -> None:
         self.codes = codes
-        self._stemmers = [stemmer_for_language(code) for code in codes]
+        self._local = threading.local()  # a stemmer is not thread-safe: one set per thread
         stops: set[str] = set()
         for code in codes:
             if has_stopwords(code):
@@ -114,9 +125,12 @@ class Language:
 
     def _stems(self, word: str) -> tuple[str, ...]:
         """The distinct stems of a folded word, first language first."""
-        if len(self._stemmers) == 1:
-            return (self._stemmers[0](word) or word,)
-        return tuple(dict.fromkeys(stem(word) or word for stem in self._stemmers))
+        stemmers = getattr(self._local, "stemmers", None)
+        if stemmers is None:
+            stemmers = self._local.stemmers = [Stemmer.Stemmer(_ALGORITHMS[code]).stemWord for code in self.codes]
+        if len(stemmers) == 1:
+            return (stemmers[0](word) or word,)
+        return tuple(dict.fromkeys(stem(word) or word for stem in stemmers))
 
     def term_counts(self, text: str) -> dict[str, int]:
         """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""

@@ -42,7 +42,7 @@ from whoosh.writing import SegmentWriter
 from braind.postings import numbers
 
 INLINE_LIMIT = 16  # most words of a diary occur in a handful of entries
-BLOCK_LIMIT = 128  # Whoosh's default postings per block
+BLOCK_LIMIT = 1024  # postings per block: recall decodes whole lists, and fewer blocks cost less each
 
 _TERM_INFO = W3TermInfo._struct  # flags, weight, frequency, min and max length, max weight, first and last id
 

@@ -746,9 +746,9 @@ def _writer_batches() -> list[dict[str, list[Entry]]]:
             for n in range(1, count + 1)
         ]
 
-    batches = [{"diary/2026-01-10.md": day("2026-01-10", 300)}, {"diary/2026-01-11.md": day("2026-01-11", 40)}]
+    batches = [{"diary/2026-01-10.md": day("2026-01-10", 2600)}, {"diary/2026-01-11.md": day("2026-01-11", 40)}]
     batches += [{f"diary/2026-01-{d}.md": day(f"2026-01-{d}", 5)} for d in range(12, 20)]
-    return [*batches, {"diary/2026-01-10.md": day("2026-01-10", 200)}, {"diary/2026-01-13.md": []}]
+    return [*batches, {"diary/2026-01-10.md": day("2026-01-10", 2300)}, {"diary/2026-01-13.md": []}]
 
 
 def test_braind_writer_writes_what_whoosh_writes(tmp_path: Path) -> None:
