@@ -95,6 +95,9 @@ class Found:
 # The committed entries of recently written files, by path.
 Known = dict[str, tuple[Entry, ...]]
 
+# An uncommitted entry with its context.
+Fresh = tuple[Entry, analysis.Context]
+
 # An entry with its context's hash: what a document stands for, so a changed context re-indexes it.
 Keyed = tuple[Entry, str]
 
@@ -409,7 +412,11 @@ class Index:
         self._view: postings.SearcherView | None = None
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed files
-        self._unsearched: tuple[int, list[tuple[Entry, str]], list[str]] = (-1, [], [])  # see _unsearched_entries()
+        self._unsearched: tuple[int, list[Fresh], list[str]] = (
+            -1,
+            [],
+            [],
+        )  # see _unsearched_entries()
         self._mask: set[int] = set()
         self._mask_version = -1
         self._roots: tuple[int, frozenset[str]] = (-1, frozenset())
@@ -834,9 +841,7 @@ class Index:
             view.masks[key] = found
         return found
 
-    def _unsearched_entries(
-        self, overlay: dict[str, _Change], version: int
-    ) -> tuple[list[tuple[Entry, str]], list[str]]:
+    def _unsearched_entries(self, overlay: dict[str, _Change], version: int) -> tuple[list[Fresh], list[str]]:
         """The overlay's entries the searcher lacks (with their contexts), and the committed files they replace.
 
         A file the searcher holds and the overlay only appends to (a note to today's diary) keeps its
@@ -844,7 +849,7 @@ class Index:
         caller holds _search_lock, under which the searcher and `_searched` change together.
         """
         if self._unsearched[0] != version:
-            entries: list[tuple[Entry, str]] = []
+            entries: list[Fresh] = []
             replaced: list[str] = []
             for path, change in overlay.items():
                 held = self._searched.get(path)
@@ -1120,9 +1125,11 @@ def _best_of(lists: Sequence[ranking.Postings]) -> ranking.Postings:
     return ids[first], weights[first]
 
 
-def contexts(entries: Sequence[Entry], start: int = 0) -> list[str]:
+def contexts(entries: Sequence[Entry], start: int = 0) -> list[analysis.Context]:
     """The text of the entries just before each entry of a file (from `start` on): what a short reply answers."""
-    return [" ".join(e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]) for i in range(start, len(entries))]
+    return [
+        analysis.Context([e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]]) for i in range(start, len(entries))
+    ]
 
 
 def _select_query(field: str, values: Sequence[str], prefix: bool) -> Query:

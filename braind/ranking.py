@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from braind.analysis import Language, Query, Term, bigrams
+from braind.analysis import Context, Language, Query, Term, bigrams
 
 Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, and a weight for each
 
@@ -182,7 +182,7 @@ def _top(docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, fu
 def score_entry(
     language: Language,
     text: str,
-    context: str,
+    context: Context,
     terms: Sequence[Term],
     weights: Sequence[TermWeights],
     norms: tuple[float, float],
@@ -194,7 +194,7 @@ def score_entry(
     from braind.postings import K1, B  # the engine's BM25 parameters, one source for both paths
 
     counts = language.term_counts(text)
-    context_counts = language.term_counts(context) if context else {}
+    context_counts = language.context_counts(context) if context else {}
     text_norm = K1 * (1 - B + B * sum(counts.values()) / (norms[0] or 1))
     context_norm = K1 * (1 - B + B * sum(context_counts.values()) / (norms[1] or 1))
     total, held = 0.0, 0

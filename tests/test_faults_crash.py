@@ -121,7 +121,7 @@ def commit_round(d: Daemon, rng: random.Random, rnd: int, ledger: Ledger) -> Non
     text = f"commit r{rnd} egret"
     ledger.sent.add(text)
     ledger.acked[text] = d.call("brain_note", text=text)["path"]
-    lock = d.state / "partitions" / today()[:7] / "index" / "MAIN_WRITELOCK"
+    lock = d.state / "partitions" / today()[:4] / "index" / "MAIN_WRITELOCK"
     deadline = time.monotonic() + 15
     while not write_lock_held(lock):
         assert time.monotonic() < deadline, "no commit started after a note"
@@ -590,7 +590,7 @@ def test_enospc_on_a_real_full_disk_fails_the_note_and_leaves_the_file(make_daem
 
 def month_index(d: Daemon) -> Path:
     """The Whoosh directory of this month's partition."""
-    return d.state / "partitions" / today()[:7] / "index"
+    return d.state / "partitions" / today()[:4] / "index"
 
 
 def edit_manifest(path: Path, **changes: object) -> None:
@@ -620,10 +620,10 @@ DAMAGE: dict[str, Callable[[Daemon], object]] = {
     "analyzer changed": lambda d: edit_manifest(d.state / "manifest.json", analyzer_version=-1),
 }
 MOVED_ASIDE = {  # where the unusable index goes, for inspection
-    "truncated segment": "partitions/{month}/index.old-",
-    "garbage toc": "partitions/{month}/index.old-",
+    "truncated segment": "partitions/{year}/index.old-",
+    "garbage toc": "partitions/{year}/index.old-",
     "missing manifest": "partitions.old-",
-    "missing partition manifest": "partitions/{month}/index.old-",
+    "missing partition manifest": "partitions/{year}/index.old-",
     "schema changed": "partitions.old-",
     "analyzer changed": "partitions.old-",
 }
@@ -631,7 +631,7 @@ MOVED_ASIDE = {  # where the unusable index goes, for inspection
 
 def aside(d: Daemon, pattern: str) -> list[Path]:
     """The moved-aside index directories matching a MOVED_ASIDE pattern."""
-    parent, _, prefix = pattern.format(month=today()[:7]).rpartition("/")
+    parent, _, prefix = pattern.format(year=today()[:4]).rpartition("/")
     base = d.state / parent if parent else d.state
     return [p for p in base.iterdir() if p.name.startswith(prefix)] if base.is_dir() else []
 

@@ -195,7 +195,7 @@ def test_socket_activation_ready_watchdog_and_clean_stop(
 
 def hold_write_lock(d: Daemon) -> int:
     """Take the Whoosh write lock of this month's partition, as a stuck writer would hold it."""
-    lock = d.state / "partitions" / today()[:7] / "index" / "MAIN_WRITELOCK"
+    lock = d.state / "partitions" / today()[:4] / "index" / "MAIN_WRITELOCK"
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
