@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,8 @@ from braind.errors import BraindError
 
 log = logging.getLogger("braind.mcp")
 
-# The default set: few tools, because every tool's schema costs the agent context.
+# The default set: few tools, because every tool's schema costs the agent context. memory_creator is
+# among them because memory_write_logfile only appends to a logfile that exists, and says to create it.
 DEFAULT_TOOLS = (
     "brain_note",
     "brain_recall",
@@ -41,6 +42,7 @@ DEFAULT_TOOLS = (
     "memory_write_root",
     "memory_write_logfile",
     "memory_correct",
+    "memory_creator",
 )
 ALL_TOOLS_ENV = "BRAIND_MCP_ALL_TOOLS"
 APPROVAL_KEY = "approval"
@@ -79,7 +81,7 @@ APPROVAL_SCHEMA: dict[str, Any] = {
 }
 
 
-def serve(socket: Path, all_tools: bool = False) -> int:
+def serve(socket: Sequence[Path], all_tools: bool = False) -> int:
     """Serve MCP on stdin/stdout until the client hangs up."""
     bridge = Bridge(Relay(socket), all_tools or _env_flag(os.environ.get(ALL_TOOLS_ENV)))
     anyio.run(_run, build_server(bridge))
@@ -113,7 +115,7 @@ def _env_flag(value: str | None) -> bool:
 class Relay:
     """Blocking calls to the daemon, each on its own connection (handlers run concurrently)."""
 
-    socket: Path
+    socket: Sequence[Path]
     timeout: float = 30.0
 
     def call(self, method: str, params: Mapping[str, Any] | None = None) -> Any:

@@ -70,7 +70,12 @@ def _inject_params() -> dict[str, Any]:
     return s.obj(
         ("session",),
         session=s.string("Agent session id; the snapshot of frozen parts is kept per session."),
-        turn=s.integer("Turn number within the session; each (session, turn) is served once.", 0, 1 << 40),
+        turn=s.turn_id(
+            "The turn's id within the session, a string (a message id) or an integer; each (session, turn) is "
+            'served once, and turns are compared exactly as given, so 1 and "1" are different turns.',
+            256,
+            (1 << 53) - 1,
+        ),
         project=_PROJECT,
         signals={"type": "object", "description": "The turn's signals: {cwd, tools: [{tool, files, error}]}."},
     )

@@ -135,7 +135,7 @@ def test_default_tools_are_the_daemons_few_with_its_schemas(daemon: Daemon, errl
 
     listed = run(scenario)
     expected = [t for t in daemon_tools(daemon) if t["name"] in DEFAULT_TOOLS]
-    assert 0 < len(listed) <= 6
+    assert 0 < len(listed) <= 7
     assert [(t.name, t.description, t.input_schema) for t in listed] == [
         (t["name"], t["description"], t["inputSchema"]) for t in expected
     ]
@@ -349,7 +349,8 @@ def test_without_the_mcp_extra_the_cli_works_and_mcp_says_how_to_install(daemon:
     assert refused.stdout == ""
     assert refused.stderr.count("\n") == 1
     assert refused.stderr.startswith("braind: error: missing_extra: ")
-    assert "pip install 'braind[mcp]'" in refused.stderr
+    assert "run ./install.sh again in the braind checkout" in refused.stderr
+    assert f"{sys.executable} -m pip install '/path/to/the/braind/checkout[mcp]'" in refused.stderr
 
 
 def readme_blocks(language: str) -> list[str]:
