@@ -320,7 +320,12 @@ def cmd_tools(args: argparse.Namespace, config: Config) -> int:
 
 def _mcp_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `braind mcp`."""
-    parser.add_argument("--all-tools", action="store_true", help="offer every agent tool (or BRAIND_MCP_ALL_TOOLS=1)")
+    parser.add_argument(
+        "--all-tools", action="store_true", help="offer every agent tool and reindex (or BRAIND_MCP_ALL_TOOLS=1)"
+    )
+    parser.add_argument(
+        "--project", help="absolute path of the project the agent works in: its memory:// project resources too"
+    )
 
 
 def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
@@ -335,7 +340,7 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
         )
     from braind.mcp import serve
 
-    return serve(config.client_sockets(), all_tools=args.all_tools)
+    return serve(config.client_sockets(), all_tools=args.all_tools, project=args.project)
 
 
 def _hook_args(parser: argparse.ArgumentParser) -> None:

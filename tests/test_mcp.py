@@ -22,6 +22,7 @@ from mcp.client.stdio import stdio_client
 
 from braind.errors import BraindError
 from braind.mcp import DEFAULT_HINT, DEFAULT_TOOLS, HINTS, error_result
+from braind.mcp_memory import unframed
 from tests.conftest import REPO, Daemon, run_cli
 from tests.test_client import daemon_reasons
 
@@ -89,10 +90,10 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 def ok(result: types.CallToolResult) -> dict[str, Any]:
-    """The structured result of a call that must have succeeded."""
+    """The structured result of a call that must have succeeded (its text the same JSON, fenced when memory)."""
     assert not result.is_error, text_of(result)
     assert isinstance(result.structured_content, dict)
-    assert json.loads(text_of(result)) == result.structured_content
+    assert json.loads(unframed(text_of(result))) == result.structured_content
     return result.structured_content
 
 
@@ -154,7 +155,7 @@ def test_all_tools_exposes_the_full_set(daemon: Daemon, errlog: TextIO, how: str
         async with connected(params, errlog) as session:
             return [t.name for t in (await session.list_tools()).tools]
 
-    assert run(scenario) == [t["name"] for t in daemon_tools(daemon)]
+    assert run(scenario) == [*(t["name"] for t in daemon_tools(daemon)), "reindex"]
 
 
 def test_note_then_recall_through_mcp(daemon: Daemon, errlog: TextIO) -> None:
