@@ -313,6 +313,36 @@ def _check_human(report: dict[str, Any]) -> str:
     return "\n".join([*lines, ", ".join(counts)])
 
 
+def _git_init_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind git-init`."""
+    parser.add_argument("root", nargs="?", help="memory root to keep in git (default: memory_root from the config)")
+
+
+def cmd_git_init(args: argparse.Namespace, config: Config) -> int:
+    """Make a root a git repository with union merges for append-only files and ignores for local ones."""
+    from braind.gitsync import git_init
+
+    root = Path(args.root).absolute() if args.root else config.memory_root
+    return _emit(args, git_init(root), _git_initialised)
+
+
+def _git_initialised(result: dict[str, Any]) -> str:
+    """What git-init did, and what to run next."""
+    if result["initialised"]:
+        where = "initialised a git repository"
+    elif result["repository"] == result["root"]:
+        where = "already a git repository"
+    else:
+        where = f"inside the repository {result['repository']} (its own .gitattributes and .gitignore apply here)"
+    lines = [f"{result['root']}: {where}"]
+    for name in ("gitattributes", "gitignore"):
+        added = result[name]
+        lines.append(f"  .{name}: added {', '.join(added)}" if added else f"  .{name}: nothing to add")
+    root = result["root"]
+    lines.append(f"next: git -C {root} add -A && git -C {root} commit -m memory, then add a remote and push")
+    return "\n".join(lines)
+
+
 def cmd_tools(args: argparse.Namespace, config: Config) -> int:
     """List the agent tools and their input schemas."""
     return _emit(args, _call(config, "tools"), lambda r: "\n".join(f"{t['name']}: {t['description']}" for t in r))
@@ -378,6 +408,12 @@ _COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], Non
         _check_args,
     ),
     ("tools", "list the agent tools with their JSON Schemas", cmd_tools, _none),
+    (
+        "git-init",
+        "make a memory root a git repository that merges appends from several machines",
+        cmd_git_init,
+        _git_init_args,
+    ),
     ("mcp", "serve the agent tools over MCP on stdio, relayed to the daemon", cmd_mcp, _mcp_args),
     ("hook", "print the memory block for an agent's prompt hook (claude-code)", cmd_hook, _hook_args),
     *LAYERED_COMMANDS,
