@@ -254,7 +254,8 @@ def test_the_readme_hook_settings_run(daemon: Daemon) -> None:
     for name, event in (("SessionStart", start_event()), ("UserPromptSubmit", prompt_event())):
         (matcher,) = settings["hooks"][name]
         (handler,) = matcher["hooks"]
-        assert handler["type"] == "command" and shlex.split(handler["command"]) == ["braind", "hook", "claude-code"]
+        argv = shlex.split(handler["command"])
+        assert handler["type"] == "command" and argv == ["/home/you/.local/bin/braind", "hook", "claude-code"]
         done = hook(daemon.config_path, event)
         assert "set up from the README for the hook" in context_of(done, name)
         printed = json.loads(done.stdout)
