@@ -359,20 +359,29 @@ class Bridge:
         seen: list[str] | None = None
         while True:
             await anyio.sleep(WATCH_SECONDS)
-            if self.session is None:
-                continue
             try:
-                uris = [r["uri"] for r in await self._files()]
-            except BraindError:
-                continue
-            if seen is not None and uris != seen:
-                await self._notify(self.session.send_resource_list_changed())
-            seen = uris
-            for uri, digest in list(self.subscribed.items()):
-                now = await self._digest(uri)
-                if now != digest and uri in self.subscribed:
-                    self.subscribed[uri] = now
-                    await self._notify(self.session.send_resource_updated(uri))
+                seen = await self._look(seen)
+            except Exception:
+                log.exception("watching memory for changes failed; trying again")
+
+    async def _look(self, seen: list[str] | None) -> list[str] | None:
+        """One look at the daemon's files: notify what changed since `seen`, return what is there now."""
+        session = self.session
+        if session is None:
+            return seen
+        try:
+            listing = await self._relay("memory.files", self._scope())
+        except BraindError:
+            return seen  # the daemon is down or restarting: nothing to compare until it answers
+        uris = [r["uri"] for r in listing["resources"]]
+        if seen is not None and uris != seen:
+            await self._notify(session.send_resource_list_changed())
+        for uri, digest in list(self.subscribed.items()):
+            now = await self._digest(uri)
+            if now != digest and uri in self.subscribed:
+                self.subscribed[uri] = now
+                await self._notify(session.send_resource_updated(uri))
+        return uris
 
     async def _notify(self, sending: Any) -> None:
         """Send one notification; a client that went away is not an error of the server."""
