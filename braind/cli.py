@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from braind import __version__
 from braind.cli_layered import LAYERED_COMMANDS
@@ -20,6 +22,9 @@ from braind.errors import BraindError
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# `braind check`: 0 clean, 1 a rejected file (or the root itself unusable), 3 skipped lines only.
+EXIT_REJECTED = 1
+EXIT_SKIPPED_LINES = 3
 Command = Callable[[argparse.Namespace, Config], Any]
 
 
@@ -32,32 +37,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
         if args.socket:
-            config = _with_socket(config, args.socket)
+            config = config.with_socket(args.socket)
         return int(args.func(args, config) or 0)
     except BraindError as exc:
         print(f"braind: error: {exc.reason}: {exc.message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `braind status | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
-def _with_socket(config: Config, socket: str) -> Config:
-    """The config with --socket applied."""
-    from dataclasses import replace
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors suggest the nearest command or option to a mistyped one."""
 
-    return replace(config, socket=Path(socket).absolute())
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """Parse, reporting unknown options on the (sub)command they were given to."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            target = getattr(parsed, "command_parser", None) or self
+            target.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
+        """Exit 2 with argparse's message and, when one is close, the name that was probably meant."""
+        super().error(message + suggestion(message, self))
+
+
+def suggestion(message: str, parser: argparse.ArgumentParser) -> str:
+    """'; did you mean ...?' for an invalid choice or an unknown option, or ''."""
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+    if choice:
+        word, known = choice[1], re.findall(r"'([^']*)'", choice[2])
+    elif message.startswith("unrecognized arguments: "):
+        word = message.split()[2].partition("=")[0]
+        known = [o for o in parser._option_string_actions if o.startswith("--")]
+    else:
+        return ""
+    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Every command with its help; the common options work before or after the command."""
-    parser = argparse.ArgumentParser(prog="braind", description="Local memory daemon for AI agents.")
+    parser = Parser(prog="braind", description="Local memory daemon for AI agents.")
     _common(parser, None)
     parser.add_argument("--version", action="version", version=f"braind {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, help_text, func, extra in _COMMANDS:
         cmd = sub.add_parser(name, help=help_text, description=help_text)
         _common(cmd, argparse.SUPPRESS)
-        cmd.set_defaults(func=func)
+        cmd.set_defaults(func=func, command_parser=cmd)
         extra(cmd)
     return parser
 
@@ -105,7 +136,9 @@ def _recall_args(parser: argparse.ArgumentParser) -> None:
 def _inject_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `braind inject`."""
     parser.add_argument("--session", required=True, help="agent session id")
-    parser.add_argument("--turn", type=int, help="turn number; each (session, turn) is served once")
+    parser.add_argument(
+        "--turn", help="the turn's id (any string, sent as a string); each (session, turn) is served once"
+    )
     parser.add_argument("--project", help="absolute path of a project directory")
 
 
@@ -129,7 +162,7 @@ def _client(config: Config) -> Any:
     """A connected client for the configured socket."""
     from braind.client import Client
 
-    return Client(config.socket)
+    return Client(config.client_sockets())
 
 
 def _call(config: Config, method: str, **params: Any) -> Any:
@@ -167,10 +200,10 @@ def cmd_start(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_stop(args: argparse.Namespace, config: Config) -> int:
     """Stop a daemon started with `braind start`."""
-    from braind.detach import stop
-    from braind.start import pidfile_path
+    from braind.detach import running_pid, stop
 
-    pid = stop(pidfile_path(config))
+    pidfiles = [path.parent / "braind.pid" for path in config.client_sockets()]
+    pid = stop(next((p for p in pidfiles if running_pid(p) is not None), pidfiles[0]))
     return _emit(args, {"pid": pid}, lambda r: f"braind stopped (pid {r['pid']})")
 
 
@@ -182,16 +215,18 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_note(args: argparse.Namespace, config: Config) -> int:
-    """Append a note to today's diary."""
-    result = _call(
+    """Append a note to today's diary; a write that needs approval is asked for at a terminal."""
+    from braind.cli_typed import write
+
+    result = write(
         config,
         "brain_note",
+        args.approved,
         text=" ".join(args.text),
         type=args.type,
         key=args.key,
         triggers=args.triggers or None,
         project=args.project,
-        approved=args.approved or None,
     )
     return _emit(args, result, lambda r: f"noted {r['fp']} in {r['path']}")
 
@@ -242,7 +277,10 @@ def cmd_reindex(args: argparse.Namespace, config: Config) -> int:
 
 def _reindexed(result: dict[str, Any]) -> str:
     """The one-line summary of a reindex."""
-    return f"reindexed {result['entries']} entries from {result['files']} files in {result['seconds']} s"
+    from braind.render import plural
+
+    counts = f"{plural(result['entries'], 'entry')} from {plural(result['files'], 'file')}"
+    return f"reindexed {counts} in {result['seconds']} s"
 
 
 def _poll_progress(config: Config, progress: Any, done: threading.Event) -> None:
@@ -255,25 +293,58 @@ def _poll_progress(config: Config, progress: Any, done: threading.Event) -> None
 
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
-    """Validate a root offline and print every rejection; exit 1 when there are any."""
+    """Validate a root offline and print every problem once; the exit status says the worst kind."""
     from braind.check import check_root
 
     root = Path(args.root).absolute() if args.root else config.memory_root
     report = check_root(root, config.files)
     _emit(args, report, _check_human)
-    return 1 if report["rejected"] or report["skipped_lines"] else 0
+    if report["rejected"]:
+        return EXIT_REJECTED
+    return EXIT_SKIPPED_LINES if report["skipped_lines"] else 0
 
 
 def _check_human(report: dict[str, Any]) -> str:
     """Every problem on its own line, then a summary."""
-    lines = [
-        f"{p['path']}{':' + str(p['line']) if p['line'] else ''}: {p['reason']}: {p['message']}"
-        for p in report["rejected"] + report["skipped_lines"]
+    from braind.render import plural, problem
+
+    lines = [problem(p) for p in report["rejected"] + report["skipped_lines"]]
+    counts = [
+        plural(report["files"], "file"),
+        plural(report["entries"], "entry"),
+        plural(len(report["rejected"]), "rejected file"),
+        plural(len(report["skipped_lines"]), "skipped line"),
     ]
-    lines.append(
-        f"{report['files']} files, {report['entries']} entries, {len(report['rejected'])} rejected files, "
-        f"{len(report['skipped_lines'])} skipped lines"
-    )
+    return "\n".join([*lines, ", ".join(counts)])
+
+
+def _git_init_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `braind git-init`."""
+    parser.add_argument("root", nargs="?", help="memory root to keep in git (default: memory_root from the config)")
+
+
+def cmd_git_init(args: argparse.Namespace, config: Config) -> int:
+    """Make a root a git repository with union merges for append-only files and ignores for local ones."""
+    from braind.gitsync import git_init
+
+    root = Path(args.root).absolute() if args.root else config.memory_root
+    return _emit(args, git_init(root), _git_initialised)
+
+
+def _git_initialised(result: dict[str, Any]) -> str:
+    """What git-init did, and what to run next."""
+    if result["initialised"]:
+        where = "initialised a git repository"
+    elif result["repository"] == result["root"]:
+        where = "already a git repository"
+    else:
+        where = f"inside the repository {result['repository']} (its own .gitattributes and .gitignore apply here)"
+    lines = [f"{result['root']}: {where}"]
+    for name in ("gitattributes", "gitignore"):
+        added = result[name]
+        lines.append(f"  .{name}: added {', '.join(added)}" if added else f"  .{name}: nothing to add")
+    root = result["root"]
+    lines.append(f"next: git -C {root} add -A && git -C {root} commit -m memory, then add a remote and push")
     return "\n".join(lines)
 
 
@@ -284,7 +355,12 @@ def cmd_tools(args: argparse.Namespace, config: Config) -> int:
 
 def _mcp_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `braind mcp`."""
-    parser.add_argument("--all-tools", action="store_true", help="offer every agent tool (or BRAIND_MCP_ALL_TOOLS=1)")
+    parser.add_argument(
+        "--all-tools", action="store_true", help="offer every agent tool and reindex (or BRAIND_MCP_ALL_TOOLS=1)"
+    )
+    parser.add_argument(
+        "--project", help="absolute path of the project the agent works in: its memory:// project resources too"
+    )
 
 
 def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
@@ -292,10 +368,14 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
     from importlib.util import find_spec
 
     if find_spec("mcp") is None:
-        raise BraindError("missing_extra", "`braind mcp` needs the MCP SDK; install it with: pip install 'braind[mcp]'")
+        raise BraindError(
+            "missing_extra",
+            "`braind mcp` needs the MCP SDK (braind's mcp extra): run ./install.sh again in the braind checkout, "
+            f"which installs it, or {sys.executable} -m pip install '/path/to/the/braind/checkout[mcp]'",
+        )
     from braind.mcp import serve
 
-    return serve(config.socket, all_tools=args.all_tools)
+    return serve(config.client_sockets(), all_tools=args.all_tools, project=args.project)
 
 
 def _hook_args(parser: argparse.ArgumentParser) -> None:
@@ -326,8 +406,19 @@ _COMMANDS: list[tuple[str, str, Command, Callable[[argparse.ArgumentParser], Non
     ("recall", "search memory: entries holding every word first, then the best holding some", cmd_recall, _recall_args),
     ("inject", "print the memory block for one agent turn", cmd_inject, _inject_args),
     ("reindex", "rebuild the index from the memory files", cmd_reindex, _none),
-    ("check", "validate a memory root offline and print every rejection", cmd_check, _check_args),
+    (
+        "check",
+        "validate a memory root offline and print every problem; exit 0 clean, 1 a rejected file, 3 skipped lines only",
+        cmd_check,
+        _check_args,
+    ),
     ("tools", "list the agent tools with their JSON Schemas", cmd_tools, _none),
+    (
+        "git-init",
+        "make a memory root a git repository that merges appends from several machines",
+        cmd_git_init,
+        _git_init_args,
+    ),
     ("mcp", "serve the agent tools over MCP on stdio, relayed to the daemon", cmd_mcp, _mcp_args),
     ("hook", "print the memory block for an agent's prompt hook (claude-code)", cmd_hook, _hook_args),
     *LAYERED_COMMANDS,

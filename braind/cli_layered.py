@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from braind.cli_typed import entries_text
+from braind.cli_typed import entries_text, write
 from braind.config import Config
 from braind.entries import TYPES
 from braind.layered import LOG_TYPES
@@ -27,7 +27,7 @@ def _call(config: Config, method: str, **params: Any) -> Any:
     """Call one method on the daemon, leaving out the params the user did not give."""
     from braind.client import Client
 
-    with Client(config.socket) as client:
+    with Client(config.client_sockets()) as client:
         return client.call(method, **{k: v for k, v in params.items() if v is not None})
 
 
@@ -96,9 +96,7 @@ def _write_root_args(parser: argparse.ArgumentParser) -> None:
 
 def cmd_memory_write_root(args: argparse.Namespace, config: Config) -> int:
     """Append to a MEMORY.md section."""
-    result = _call(
-        config, "memory_write_root", section=args.section, content=_text(args.content), approved=args.approved or None
-    )
+    result = write(config, "memory_write_root", args.approved, section=args.section, content=_text(args.content))
     verb = "created" if result["created"] else "appended to"
     return _emit(args, result, lambda r: f"{verb} section '## {r['section']}' of {r['path']} ({r['chars']} characters)")
 
@@ -115,15 +113,15 @@ def _write_logfile_args(parser: argparse.ArgumentParser) -> None:
 
 def cmd_memory_write_logfile(args: argparse.Namespace, config: Config) -> int:
     """Append an entry to a logfile."""
-    result = _call(
+    result = write(
         config,
         "memory_write_logfile",
+        args.approved,
         scope=args.scope,
         name=args.name,
         content=_text(args.content),
         title=args.title,
         project=args.project,
-        approved=args.approved or None,
     )
     return _emit(args, result, lambda r: f"appended '{r['heading']}' to {r['path']}")
 
@@ -146,8 +144,9 @@ def cmd_memory_correct(args: argparse.Namespace, config: Config) -> int:
     """Rewrite or delete one section or logfile entry."""
     address = {"section": args.section, "name": args.name, "title": args.title, "at": args.at}
     content = "" if args.delete else _text(args.content)
-    extra = {"project": args.project, "approved": args.approved or None}
-    result = _call(config, "memory_correct", scope=args.scope, content=content, **address, **extra)
+    result = write(
+        config, "memory_correct", args.approved, scope=args.scope, content=content, project=args.project, **address
+    )
     return _emit(args, result, _corrected)
 
 
@@ -165,13 +164,15 @@ def _creator_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--description", required=True, help="one line shown in every session's catalogue")
     parser.add_argument("--heading", help="the '# heading' (default: the name)")
     _project_arg(parser)
+    parser.add_argument("--approved", action="store_true", help="the user approved this write")
 
 
 def cmd_memory_creator(args: argparse.Namespace, config: Config) -> int:
     """Create an empty logfile."""
-    result = _call(
+    result = write(
         config,
         "memory_creator",
+        args.approved,
         scope=args.scope,
         name=args.name,
         type=args.type,

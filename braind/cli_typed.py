@@ -17,6 +17,7 @@ from typing import Any
 from braind.config import Config
 from braind.entries import TYPES
 from braind.errors import BraindError
+from braind.render import plural as _plural
 
 EXIT_ERROR = 1
 TEXT_CHARS = 200
@@ -72,7 +73,7 @@ def memory_args(parser: argparse.ArgumentParser) -> None:
     for name, help_text, details, run, extra in _SUBCOMMANDS:
         cmd = sub.add_parser(name, help=help_text, description=f"{help_text}. {details}".strip())
         _common(cmd, argparse.SUPPRESS)
-        cmd.set_defaults(run=run)
+        cmd.set_defaults(run=run, command_parser=cmd)
         extra(cmd)
 
 
@@ -83,25 +84,46 @@ def _call(config: Config, method: str, **params: Any) -> Any:
     """Call one method, leaving out the params the user did not give."""
     from braind.client import Client
 
-    with Client(config.socket) as client:
+    with Client(config.client_sockets()) as client:
         return client.call(method, **{k: v for k, v in params.items() if v is not None})
 
 
 def _write(args: argparse.Namespace, config: Config, method: str, **params: Any) -> Any:
-    """Call a write that may need approval: --approved sends it; else a person at a terminal is asked once."""
+    """A write of a subcommand that takes --approved."""
+    return write(config, method, args.approved, **params)
+
+
+def write(config: Config, method: str, approved: bool, **params: Any) -> Any:
+    """Call a write that may need approval, the same way for every command.
+
+    --approved sends it approved; else, when the daemon asks for approval, a
+    person at a terminal is asked once, and without a terminal the error says
+    to run the command again with --approved.
+    """
     try:
-        return _call(config, method, approved=args.approved or None, **params)
+        return _call(config, method, approved=approved or None, **params)
     except BraindError as exc:
-        if exc.reason != "approval_required" or args.approved or not _approve(exc):
+        if exc.reason != "approval_required" or approved:
             raise
+        what = exc.data.get("what") or exc.message.partition(" needs approval")[0]
+        if not _at_terminal():
+            raise BraindError(
+                "approval_required", f"{what} needs approval: run the command again with --approved", **exc.data
+            ) from None
+        if not _ask(what):
+            raise BraindError(
+                "approval_declined", f"{what} was not approved; nothing was written", **exc.data
+            ) from None
     return _call(config, method, approved=True, **params)
 
 
-def _approve(exc: BraindError) -> bool:
-    """Ask on stderr whether to approve, when stdin and stderr are a terminal; anything but y or yes declines."""
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
-        return False
-    what = exc.data.get("what") or exc.message.partition(" needs approval")[0]
+def _at_terminal() -> bool:
+    """Whether a person can be asked: stdin and stderr are a terminal."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _ask(what: str) -> bool:
+    """Ask on stderr whether to approve; anything but y or yes declines."""
     sys.stderr.write(f"braind: {what} needs approval. Approve? [y/N] ")
     sys.stderr.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
@@ -116,10 +138,13 @@ def _emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str]) ->
 # -- subcommands -------------------------------------------------------------------
 
 
+LIST_NOTE = "(plain notes are not typed memories: `braind recall WORDS` or `braind memory entries` shows them)"
+
+
 def run_list(args: argparse.Namespace, config: Config) -> int:
-    """Live typed memories, in injection order."""
+    """Live typed memories, in injection order, and where the plain notes are."""
     result = _call(config, "memory.list", type=args.type, project=args.project, limit=args.limit)
-    return _emit(args, result, entries_text)
+    return _emit(args, result, lambda r: entries_text(r, "typed memory") + "\n" + LIST_NOTE)
 
 
 def run_query(args: argparse.Namespace, config: Config) -> int:
@@ -216,18 +241,11 @@ def _one_line(text: str) -> str:
     return flat if len(flat) <= TEXT_CHARS else flat[: TEXT_CHARS - 1] + "…"
 
 
-def _plural(count: int, noun: str) -> str:
-    """'1 entry', '2 entries', '3 uses'."""
-    if count == 1:
-        return f"1 {noun}"
-    return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') else noun + 's'}"
-
-
-def entries_text(result: dict[str, Any]) -> str:
+def entries_text(result: dict[str, Any], noun: str = "entry") -> str:
     """One line per entry, then how many there are (and how many were shown when --limit cut them)."""
     lines = [entry_line(e) for e in result["entries"]]
     shown, total = len(result["entries"]), result.get("total", len(result["entries"]))
-    count = _plural(total, "entry")
+    count = _plural(total, noun)
     lines.append(count if shown >= total else f"{count}, {shown} shown (--limit)")
     return "\n".join(lines)
 
@@ -401,9 +419,10 @@ def _compact_args(parser: argparse.ArgumentParser) -> None:
 _SUBCOMMANDS: Sequence[tuple[str, str, str, Run, Args]] = [
     (
         "list",
-        "list live typed memories",
+        "list live typed memories (not plain notes)",
         "Facts, decisions, errors and workflows, and any entry with a key, a trigger or a pin; "
-        "pinned first, then workflow > error > decision > fact, as injection orders them.",
+        "pinned first, then workflow > error > decision > fact, as injection orders them. Plain notes are not "
+        "listed: `braind recall WORDS` finds them, `braind memory entries` shows the newest.",
         run_list,
         _list_args,
     ),

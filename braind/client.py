@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
@@ -17,10 +18,15 @@ from braind.protocol import MAX_LINE, Response, decode_response, encode_request
 
 
 class Client:
-    """Calls braind methods over its Unix socket; not for use by several threads at once."""
+    """Calls braind methods over its Unix socket; not for use by several threads at once.
 
-    def __init__(self, path: Path, timeout: float = 30.0) -> None:
-        self.path = path
+    Given several paths (the places a default socket may be, see Config.client_sockets),
+    it connects to the first that answers.
+    """
+
+    def __init__(self, path: Path | Sequence[Path], timeout: float = 30.0) -> None:
+        self.paths = (path,) if isinstance(path, Path) else tuple(path)
+        self.path = self.paths[0]
         self.timeout = timeout
         self._sock: socket.socket | None = None
         self._reader: BinaryIO | None = None
@@ -104,7 +110,7 @@ class Client:
         if self._sock is not None and _hung_up(self._sock, self.timeout):
             self.close()
         if self._sock is None:
-            self._sock = _connect(self.path, self.timeout)
+            self.path, self._sock = _connect_first(self.paths, self.timeout)
             self._reader = self._sock.makefile("rb")
         return self._sock
 
@@ -120,22 +126,35 @@ def _request_line(request_id: int, method: str, params: dict[str, Any]) -> bytes
     return line
 
 
+def _connect_first(paths: Sequence[Path], timeout: float) -> tuple[Path, socket.socket]:
+    """A connection to the first path that answers, or daemon_unavailable listing every place tried."""
+    failures: list[str] = []
+    for path in paths:
+        try:
+            return path, _connect(path, timeout)
+        except FileNotFoundError:
+            failures.append(f"no socket at {path}")
+        except ConnectionRefusedError:
+            failures.append(f"nothing listens on {path}")
+        except OSError as exc:
+            failures.append(f"cannot reach {path}: {exc.strerror or exc}")
+    looked = "; ".join(failures)
+    raise Unavailable(
+        "daemon_unavailable",
+        f"braind is not running ({looked}); start it with `braind start` or systemctl --user start braind",
+        tried=[str(p) for p in paths],
+    )
+
+
 def _connect(path: Path, timeout: float) -> socket.socket:
-    """A new connection, or daemon_unavailable saying how to start the daemon."""
+    """A new connection to one socket path; OSError when there is nothing to connect to."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(str(path))
-    except (FileNotFoundError, ConnectionRefusedError):
+    except OSError:
         sock.close()
-        raise Unavailable(
-            "daemon_unavailable",
-            f"braind is not running (no socket at {path}); "
-            "start it with `braind start` or systemctl --user start braind",
-        ) from None
-    except OSError as exc:
-        sock.close()
-        raise Unavailable("daemon_unavailable", f"cannot reach braind at {path}: {exc}") from None
+        raise
     return sock
 
 

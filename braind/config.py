@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,14 @@ def _default_socket(env: Mapping[str, str]) -> Path:
     if not runtime or not os.path.isabs(runtime):
         runtime = f"/tmp/braind-{os.getuid()}"
     return Path(runtime) / "braind" / "braind.sock"
+
+
+def _socket_search(env: Mapping[str, str]) -> tuple[Path, ...]:
+    """Where a client looks for a daemon on the default socket: the runtime dir, /run/user/UID, /tmp."""
+    runtime = env.get("XDG_RUNTIME_DIR")
+    found = [Path(runtime) / "braind" / "braind.sock"] if runtime and os.path.isabs(runtime) else []
+    found += [Path(f"/run/user/{os.getuid()}/braind/braind.sock"), _default_socket({})]
+    return tuple(dict.fromkeys(found))
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -150,6 +158,16 @@ class Config:
     index: IndexConfig = IndexConfig()
     server: ServerConfig = ServerConfig()
     source: str = "built-in defaults"
+    # Where clients look for the daemon, in order; empty when the socket was named (config, $BRAIND_SOCKET).
+    socket_search: tuple[Path, ...] = ()
+
+    def client_sockets(self) -> tuple[Path, ...]:
+        """The socket paths a client tries, in order."""
+        return self.socket_search or (self.socket,)
+
+    def with_socket(self, path: str) -> Config:
+        """This config with the socket given on the command line (--socket), which alone is tried."""
+        return replace(self, socket=Path(path).absolute(), socket_search=())
 
 
 # Allowed ranges: (low, high) for integers, a tuple of strings for choices.
@@ -208,7 +226,12 @@ def load_config(explicit: str | None = None, env: Mapping[str, str] | None = Non
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("invalid_config", f"{path}: top level must be a mapping")
-    return build_config(raw, env, str(path) if path else "built-in defaults")
+    if path is None:
+        return build_config(raw, env, "built-in defaults")
+    try:
+        return build_config(raw, env, str(path))
+    except ConfigError as exc:
+        raise ConfigError(exc.reason, f"{path}: {exc.message}") from None
 
 
 def _yaml_problem(path: Path, exc: yaml.MarkedYAMLError) -> str:
@@ -227,12 +250,16 @@ def build_config(raw: Mapping[str, Any], env: Mapping[str, str], source: str) ->
         "socket": _default_socket(env),
     }
     values: dict[str, Any] = {"source": source}
-    known = {f.name for f in fields(Config)} - {"source"}
+    known = {f.name for f in fields(Config)} - {"source", "socket_search"}
     for key in raw:
         if key not in known:
             raise ConfigError("invalid_config", f"unknown key {key!r}; known keys: {', '.join(sorted(known))}")
     for key in _PATH_KEYS:
         values[key] = _path(key, raw[key], env) if key in raw else defaults[key]
+    if env.get("BRAIND_SOCKET"):
+        values["socket"] = _path("$BRAIND_SOCKET", env["BRAIND_SOCKET"], env)
+    elif "socket" not in raw:
+        values["socket_search"] = _socket_search(env)
     values["socket"] = _socket_length(values["socket"])
     values["projects"] = _projects(raw.get("projects", []), env)
     for f in fields(Config):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -19,7 +20,7 @@ from braind.errors import BraindError
 from braind.methods import build, dispatcher
 from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
-from braind.roots import Root
+from braind.roots import Root, ensure_root
 from braind.server import SocketServer
 from braind.service import Memory
 from braind.statelock import StateLock
@@ -79,6 +80,7 @@ class Daemon:
     def start(self) -> None:
         """Bring every part up in dependency order and tell systemd when ready."""
         fresh = self.index.open()
+        self._create_new_user_root()
         self.index.start()
         self.watcher.start()
         self.server = self._server()
@@ -95,6 +97,24 @@ class Daemon:
         log.info("ready: %s", report.as_dict())
         sdnotify.notify("READY=1", self._status_line())
         self._start_watchdog()
+
+    def _create_new_user_root(self) -> None:
+        """Create a user root the index knows nothing of (0700), so a fresh install reads ok.
+
+        A missing root whose files the index holds is left missing: it may be
+        unmounted or moved away, and status must say it is unavailable.
+        """
+        root = self.memory.user.path
+        if os.path.lexists(root):
+            return
+        prefix = str(root).rstrip("/") + "/"
+        if any(path.startswith(prefix) for path in self.index.file_records()):
+            return
+        try:
+            ensure_root(self.memory.user)
+            log.info("created the memory root %s", root)
+        except (OSError, BraindError) as exc:
+            log.warning("could not create the memory root %s: %s", root, exc)
 
     def _initial_build(self) -> None:
         """A missing or unreadable index is rebuilt from the files, in parallel when large."""

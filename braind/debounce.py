@@ -47,6 +47,11 @@ class Debouncer:
         """When the earliest pending path becomes due, so a scheduler knows how long to sleep."""
         return min((self._deadline(mark) for mark in self._marks.values()), default=None)
 
+    def pending_under(self, directory: str) -> bool:
+        """Whether a path at or below a directory is still waiting."""
+        below = directory.rstrip("/") + "/"
+        return any(path == directory or path.startswith(below) for path in self._marks)
+
     def pending(self) -> int:
         """How many paths are waiting."""
         return len(self._marks)

@@ -30,14 +30,13 @@ refuses signals other than `cwd` is asked again with `cwd` alone.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
@@ -84,7 +83,7 @@ def run(agent: str, config_path: str | None, socket: str | None, stdin: BinaryIO
 def _config(path: str | None, socket: str | None) -> Config:
     """The configuration the CLI would use, with --socket applied."""
     config = load_config(path)
-    return replace(config, socket=Path(socket).absolute()) if socket else config
+    return config.with_socket(socket) if socket else config
 
 
 def _log(stream: TextIO, exc: Exception) -> None:
@@ -98,7 +97,7 @@ def hook_output(agent: str, raw: bytes, config: Config) -> str:
     if agent not in AGENTS:
         raise BraindError("unknown_agent", f"no hook for {agent!r}; known: {', '.join(AGENTS)}")
     event = parse_event(raw)
-    result = inject(config.socket, inject_params(event, config))
+    result = inject(config.client_sockets(), inject_params(event, config))
     return fit(event.name, result.get("text") or "")
 
 
@@ -155,11 +154,11 @@ def inject_params(event: Event, config: Config) -> dict[str, Any]:
     return params
 
 
-def turn_of(event: Event) -> int | None:
+def turn_of(event: Event) -> str | int | None:
     """A turn that is new for every prompt and the same for a repeated delivery of one prompt.
 
-    It is derived from the prompt's id when Claude Code sends one, otherwise from
-    the size of the transcript, which grows with every prompt and reply. So two
+    It is the prompt's own id when Claude Code sends one, otherwise the size of
+    the transcript, which grows with every prompt and reply. So two
     prompts never share a turn, while one prompt delivered twice (the hook
     configured twice) is served once. SessionStart (startup, resume, clear,
     compact) rebuilds the context, so it always gets the block and sends no turn.
@@ -167,7 +166,7 @@ def turn_of(event: Event) -> int | None:
     if event.name != "UserPromptSubmit":
         return None
     if event.prompt_id is not None:
-        return int.from_bytes(hashlib.sha256(event.prompt_id.encode("utf-8")).digest()[:5], "big")
+        return event.prompt_id
     if event.transcript is None:
         return None
     try:
@@ -292,7 +291,7 @@ def _result_text(content: Any) -> str:
     return ""
 
 
-def inject(socket: Path, params: dict[str, Any]) -> dict[str, Any]:
+def inject(socket: Sequence[Path], params: dict[str, Any]) -> dict[str, Any]:
     """Call `inject`; a daemon that refuses the signals is asked again with `cwd` alone, which every daemon takes."""
     with Client(socket, TIMEOUT) as client:
         try:

@@ -99,12 +99,12 @@ class TurnLedger:
     """Remembers which (session, turn) pairs were served, so each is injected once."""
 
     def __init__(self, capacity: int = 65536) -> None:
-        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str | int], None] = OrderedDict()
         self._capacity = capacity
         self._lock = threading.Lock()
 
-    def first(self, session: str, turn: int) -> bool:
-        """Record the pair; True only the first time it is seen."""
+    def first(self, session: str, turn: str | int) -> bool:
+        """Record the pair; True only the first time it is seen (1 and "1" are different turns)."""
         key = (session, turn)
         with self._lock:
             if key in self._seen:

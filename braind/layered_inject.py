@@ -2,10 +2,10 @@
 
 Order (SPEC §3): SOUL.md verbatim, then one fenced <memory> block holding
 MEMORY.md (`<root>`), the diary, and the logfile catalogue (`<home>`, then
-`<project>`). The budget counts the memory itself, line by line: SOUL.md,
-MEMORY.md, diary lines and catalogue lines (characters include each line's
-newline). The frame braind adds around them (the fence and its notice, the
-part tags and headings, day headings, notices) is not counted.
+`<project>`). The budget is the whole block as the agent receives it: every
+line of it counts, the fence and its notice, the part tags, headings, hints,
+day headings, notices and the blank lines between parts included, and its
+characters are all the characters of the text, newlines included.
 
 Priority follows the layers: SOUL.md and MEMORY.md are never cut (a warning
 says when MEMORY.md alone is over budget); the catalogue fills what is left,
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from braind.config import InjectConfig
 from braind.entries import Entry
-from braind.inject import Part, assemble, diary_part, fence
+from braind.inject import CLOSE, OPEN, Part, assemble, diary_part, fence
 
 SNAPSHOTS = 256
 _TAGS = ("root", "home", "project")
@@ -45,8 +45,26 @@ class Cost:
 
 
 def cost(lines: Sequence[str]) -> Cost:
-    """What lines of memory cost: one line each, their characters plus a newline each."""
+    """What lines cost: one line each, their characters plus a newline each."""
     return Cost(len(lines), sum(len(line) + 1 for line in lines))
+
+
+def text_cost(text: str) -> Cost:
+    """What a text of whole lines (each ending in a newline) costs."""
+    return Cost(text.count("\n"), len(text))
+
+
+# The blank line between two parts of the block (and between SOUL.md and the fence).
+SEPARATOR = Cost(1, 1)
+# The fence around the parts: its two opening lines and a blank line, and the closing line. Every
+# part is counted with the separator before it, which the first part does not have: hence the minus.
+FENCE = Cost(OPEN.count("\n") + 1, len(OPEN) + 1) + Cost(1, len(CLOSE) + 1) + Cost(-1, -1)
+DIARY_HEADING = "## Diary (recent days)"
+
+
+def part_cost(part: Part | None) -> Cost:
+    """What a fenced part adds to the block: its text and the blank line before it."""
+    return text_cost(part.text) + SEPARATOR if part is not None else Cost()
 
 
 @dataclass(frozen=True)
@@ -86,28 +104,40 @@ def text_lines(text: str | None) -> list[str]:
 def freeze(
     soul: list[str], root: tuple[str, list[str]] | None, layers: Sequence[Layer], budget: InjectConfig
 ) -> Snapshot:
-    """Build a session's snapshot: SOUL and MEMORY whole, catalogue lines while they fit."""
-    used = cost(soul) + (cost(root[1]) if root else Cost())
-    parts: list[Part] = []
-    for layer in layers:
-        keep = _fitting(layer.lines, used, budget)
-        used += cost(layer.lines[:keep])
-        if layer.lines:
-            parts.append(_catalogue_part(layer, keep, budget))
+    """Build a session's snapshot: SOUL and MEMORY whole, catalogue lines while the whole block fits."""
     soul_part = Part("soul", "\n".join(soul) + "\n", 0, 0) if soul else None
     root_part = _root_part(root[0], root[1], budget) if root and root[1] else None
+    used = FENCE + (text_cost(soul_part.text) + SEPARATOR if soul_part else Cost()) + part_cost(root_part)
+    shown = [layer for layer in layers if layer.lines]
+    # Every catalogue keeps its frame (tags, hint, notice), so the agent always learns that logfiles exist:
+    # the frames of the later layers are set aside before a layer takes lines.
+    frames = [part_cost(_catalogue_part(layer, 0, budget)) for layer in shown]
+    parts: list[Part] = []
+    for n, layer in enumerate(shown):
+        part = _fitting_catalogue(layer, sum(frames[n + 1 :], used), budget)
+        used += part_cost(part)
+        parts.append(part)
     return Snapshot(soul_part, root_part, tuple(parts), used)
 
 
-def _fitting(lines: Sequence[str], used: Cost, budget: InjectConfig) -> int:
-    """How many lines, newest first, still fit after `used`."""
+def _fitting_catalogue(layer: Layer, used: Cost, budget: InjectConfig) -> Part:
+    """The layer's catalogue with as many lines, newest first, as fit after `used` (its frame at least)."""
+    left = Cost(budget.max_lines - used.lines, budget.max_chars - used.chars)
     keep = 0
-    for line in lines:
-        used += cost([line])
-        if not used.fits(budget):
+    lines_cost = Cost()
+    for line in layer.lines:
+        lines_cost += cost([line])
+        if not (lines_cost + SEPARATOR).fits(_as_budget(left)):
             break
         keep += 1
-    return keep
+    while keep > 0 and not part_cost(_catalogue_part(layer, keep, budget)).fits(_as_budget(left)):
+        keep -= 1
+    return _catalogue_part(layer, keep, budget)
+
+
+def _as_budget(left: Cost) -> InjectConfig:
+    """A remaining cost as a budget to check against."""
+    return replace(InjectConfig(), max_lines=left.lines, max_chars=left.chars)
 
 
 def _root_part(path: str, lines: list[str], budget: InjectConfig) -> Part:
@@ -142,10 +172,11 @@ def _catalogue_part(layer: Layer, keep: int, budget: InjectConfig) -> Part:
 def compose(
     snapshot: Snapshot, diary: Sequence[Entry], budget: InjectConfig, triggered: Part | None = None
 ) -> tuple[str, list[Part]]:
-    """The whole block of one turn: the frozen parts and triggered memories, the diary fitted into what is left."""
-    used = snapshot.used + (Cost(triggered.entries, len(triggered.text)) if triggered else Cost())
-    left = Cost(budget.max_lines - used.lines, budget.max_chars - used.chars)
-    diary_fit = fit_diary(diary, budget.max_bytes, left)
+    """The whole block of one turn: the frozen parts, then triggered memories and the diary in what is left."""
+    left = Cost(budget.max_lines - snapshot.used.lines, budget.max_chars - snapshot.used.chars)
+    triggered = fit_lines(triggered, left) if triggered else None
+    used = part_cost(triggered)
+    diary_fit = fit_diary(diary, budget.max_bytes, Cost(left.lines - used.lines, left.chars - used.chars))
     fenced = [p for p in (snapshot.root, triggered, diary_fit, *snapshot.catalogue) if p is not None]
     block = assemble(fenced)
     soul = snapshot.soul
@@ -153,12 +184,29 @@ def compose(
     return text, [p for p in (soul, *fenced) if p is not None]
 
 
+def fit_lines(part: Part, left: Cost) -> Part | None:
+    """A part of one heading and one line per entry, cut to its first lines that fit in `left`."""
+    lines = part.text.split("\n")[:-1]
+    keep = len(lines)
+    while keep > 1 and not (cost(lines[:keep]) + SEPARATOR).fits(_as_budget(left)):
+        keep -= 1
+    if keep <= 1:
+        return None  # a heading without one of its lines says nothing
+    if keep == len(lines):
+        return part
+    cut = len(lines) - keep
+    return Part(part.name, "\n".join(lines[:keep]) + "\n", part.entries - cut, part.dropped + cut)
+
+
 def fit_diary(entries: Sequence[Entry], max_bytes: int, left: Cost) -> Part | None:
-    """The diary part within inject.max_bytes and what is left of the total, newest lines kept."""
+    """The diary part within inject.max_bytes and what is left of the whole block, newest lines kept."""
     ordered = sorted(entries, key=lambda e: (e.date, e.time, e.line))
-    keep, used = 0, Cost()
+    keep, used, days = 0, cost([DIARY_HEADING]) + SEPARATOR, set()
     for entry in reversed(ordered):
         used += cost([f"[{entry.time}] {fence(entry.text)}"])
+        if entry.date not in days:
+            used += cost([f"### {entry.date}"])
+            days.add(entry.date)
         if used.lines > left.lines or used.chars > left.chars:
             break
         keep += 1

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from braind import resources
 from braind import schema as s
 from braind.entries import TYPES
 from braind.errors import MethodNotFound
@@ -29,7 +30,17 @@ class Method:
 # Writes, inject (it may write a workflow entry), status and reindex are left out: they may wait on
 # disk, on the syncer or on an approval command, and must not hold up the reads queued behind them.
 READS = frozenset(
-    {"brain_recall", "memory_recall", "memory.list", "memory.query", "memory.entries", "memory.dump", "tools"}
+    {
+        "brain_recall",
+        "memory_recall",
+        "memory.list",
+        "memory.query",
+        "memory.entries",
+        "memory.dump",
+        "memory.files",
+        "memory.read",
+        "tools",
+    }
 )
 
 _PROJECT = s.string("Absolute path of the project directory whose memory (<project>/.agents/.memory) to use.")
@@ -81,7 +92,12 @@ def _inject_params() -> dict[str, Any]:
     return s.obj(
         ("session",),
         session=s.string("Agent session id; the snapshot of frozen parts is kept per session."),
-        turn=s.integer("Turn number within the session; each (session, turn) is served once.", 0, 1 << 40),
+        turn=s.turn_id(
+            "The turn's id within the session, a string (a message id) or an integer; each (session, turn) is "
+            'served once, and turns are compared exactly as given, so 1 and "1" are different turns.',
+            256,
+            (1 << 53) - 1,
+        ),
         project=_PROJECT,
         signals={"type": "object", "description": "The turn's signals: {cwd, tools: [{tool, files, error}]}."},
     )
@@ -140,6 +156,18 @@ def _typed_methods(memory: Memory) -> list[Method]:
             "Apply the five compaction rules; each eviction is written to compact.log.",
         ),
         Method("memory.dump", s.obj(type=kind, project=_PROJECT), typed.dump, "Everything, tombstones included."),
+        Method(
+            "memory.files",
+            s.obj(project=_PROJECT),
+            lambda project=None: resources.listing(memory, project),
+            "The memory files (and MEMORY.md sections) as memory:// resources.",
+        ),
+        Method(
+            "memory.read",
+            s.obj(("uri",), uri=s.string("A memory:// URI, as memory.files lists them."), project=_PROJECT),
+            lambda uri, project=None: resources.read(memory, uri, project),
+            "The text of one memory file or MEMORY.md section, named by its memory:// URI.",
+        ),
     ]
 
 

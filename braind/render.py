@@ -6,26 +6,35 @@ import time
 from typing import Any, TextIO
 
 
+def plural(count: int, noun: str) -> str:
+    """'1 entry', '2 entries', '0 files': the count with its noun in the right number."""
+    if count == 1:
+        return f"1 {noun}"
+    return f"{count} {noun[:-1] + 'ies' if noun.endswith('y') and noun[-2:-1] not in 'aeiou' else noun + 's'}"
+
+
 def status(s: dict[str, Any]) -> str:
     """A few readable lines about the daemon's health."""
     index, watcher = s.get("index", {}), s.get("watcher", {})
     lines = [
         f"braind {s['version']}: {s.get('state', '?')}, pid {s['pid']}, up {s['uptime']:.0f} s, config {s['config']}",
-        f"index: {index.get('state')}, {index.get('entries')} entries in {index.get('files')} files",
+        f"index: {index.get('state')}, {plural(index.get('entries', 0), 'entry')} "
+        f"in {plural(index.get('files', 0), 'file')}",
         f"watcher: {watcher.get('state')}" + (f" ({watcher['reason']})" if watcher.get("reason") else ""),
     ]
     for root in s["roots"]:
         state = "ok" if root["available"] else f"unavailable ({root['reason']})"
         lines.append(f"root [{root['realm']}] {root['path']}: {state}")
-    lines += [f"rejected: {_problem(p)}" for p in s["rejected"]]
-    lines += [f"skipped: {_problem(p)}" for p in s["skipped_lines"]]
+    lines += [f"rejected: {problem(p)}" for p in s["rejected"]]
+    lines += [f"skipped: {problem(p)}" for p in s["skipped_lines"]]
     return "\n".join(lines)
 
 
-def _problem(p: dict[str, Any]) -> str:
-    """path[:line]: reason: message."""
+def problem(p: dict[str, Any]) -> str:
+    """path[:line]: reason: message, naming the path once even when the message starts with it."""
     where = p["path"] if p.get("line") is None else f"{p['path']}:{p['line']}"
-    return f"{where}: {p['reason']}: {p['message']}"
+    message = str(p["message"]).removeprefix(f"{p['path']}: ")
+    return f"{where}: {p['reason']}: {message}"
 
 
 def hits(result: dict[str, Any]) -> str:

@@ -25,6 +25,18 @@ def string(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **extra}
 
 
+def turn_id(description: str, max_length: int, maximum: int) -> dict[str, Any]:
+    """A string or a non-negative integer: an id compared as given, so 1 and "1" differ."""
+    return {
+        "type": ["string", "integer"],
+        "description": description,
+        "minLength": 1,
+        "maxLength": max_length,
+        "minimum": 0,
+        "maximum": maximum,
+    }
+
+
 def integer(description: str, minimum: int, maximum: int) -> dict[str, Any]:
     """An integer property with its range."""
     return {"type": "integer", "description": description, "minimum": minimum, "maximum": maximum}
@@ -61,14 +73,25 @@ def _check(name: str, spec: dict[str, Any], value: Any) -> None:
     if spec.get("type") == "object" and "properties" in spec:
         validate(spec, value)
         return
-    if not isinstance(value, _TYPES[spec["type"]]) or (spec["type"] == "integer" and isinstance(value, bool)):
-        raise InvalidParams("invalid_params", f"param {name!r} must be of type {spec['type']}")
-    if "minimum" in spec and not spec["minimum"] <= value <= spec["maximum"]:
+    kinds = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    kind = next((k for k in kinds if _is(value, k)), None)
+    if kind is None:
+        raise InvalidParams("invalid_params", f"param {name!r} must be of type {' or '.join(kinds)}")
+    if kind == "integer" and "minimum" in spec and not spec["minimum"] <= value <= spec["maximum"]:
         raise InvalidParams("invalid_params", f"param {name!r} must be {spec['minimum']} to {spec['maximum']}")
+    if kind == "string" and not spec.get("minLength", 0) <= len(value) <= spec.get("maxLength", len(value)):
+        raise InvalidParams(
+            "invalid_params", f"param {name!r} must be {spec.get('minLength', 0)} to {spec['maxLength']} characters"
+        )
     if "enum" in spec and value not in spec["enum"]:
         raise InvalidParams("invalid_params", f"param {name!r} must be one of {', '.join(spec['enum'])}")
     if isinstance(value, list):
         _check_items(name, spec, value)
+
+
+def _is(value: Any, kind: str) -> bool:
+    """Whether a value is of a JSON Schema type (a bool is no integer)."""
+    return isinstance(value, _TYPES[kind]) and not (kind == "integer" and isinstance(value, bool))
 
 
 def _check_items(name: str, spec: dict[str, Any], value: list[Any]) -> None:

@@ -140,7 +140,11 @@ class Memory:
         return result
 
     def inject(
-        self, session: str, turn: int | None = None, project: str | None = None, signals: dict[str, Any] | None = None
+        self,
+        session: str,
+        turn: str | int | None = None,
+        project: str | None = None,
+        signals: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The memory block for one turn, served once per (session, turn)."""
         if turn is not None and not self.ledger.first(session, turn):

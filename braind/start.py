@@ -8,6 +8,7 @@ import select
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
 import daemon
 
@@ -69,7 +70,7 @@ def _daemonize(config: Config, write_fd: int) -> None:
     code = 0
     try:
         config.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        log = open(log_path(config), "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the daemon
+        log = open_log(log_path(config))
         context = daemon.DaemonContext(
             umask=0o077,
             pidfile=PidFile(pidfile_path(config)),
@@ -84,6 +85,13 @@ def _daemonize(config: Config, write_fd: int) -> None:
         _report(write_fd, f"error {getattr(exc, 'reason', 'start_failed')}: {getattr(exc, 'message', exc)}")
         code = 1
     os._exit(code)
+
+
+def open_log(path: Path) -> TextIO:
+    """The detached daemon's log, private like everything braind creates (0600, also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return open(fd, "a", encoding="utf-8")
 
 
 def _run_detached(config: Config, write_fd: int) -> None:

@@ -101,7 +101,7 @@ class Turn:
 
     at: str
     session: str
-    turn: int | None
+    turn: str | int | None
     triggers: tuple[str, ...]
 
 
@@ -193,7 +193,7 @@ class RootState:
             Turn(
                 str(record.get("at", "")),
                 str(record.get("session", "")),
-                turn if isinstance(turn, int) else None,
+                turn if isinstance(turn, str | int) and not isinstance(turn, bool) else None,
                 tuple(triggers),
             )
         )
@@ -271,7 +271,7 @@ class RootState:
         """True while uses or turns wait to be written."""
         return bool(self._pending_uses or self._pending_turns)
 
-    def turn(self, session: str, turn: int | None, triggers: Sequence[str]) -> None:
+    def turn(self, session: str, turn: str | int | None, triggers: Sequence[str]) -> None:
         """Remember one injected turn's triggers now; flush() writes them out with the use counts."""
         record = {"at": utc_now(), "session": session, "turn": turn, "triggers": list(triggers)}
         with self._lock:
@@ -343,7 +343,7 @@ class States:
             self.of(root).use(fps)
             self._schedule()
 
-    def turn(self, root: Root, session: str, turn: int | None, triggers: Sequence[str]) -> None:
+    def turn(self, root: Root, session: str, turn: str | int | None, triggers: Sequence[str]) -> None:
         """Remember a turn's triggers; a flush follows within flush_seconds."""
         self.of(root).turn(session, turn, triggers)
         self._schedule()

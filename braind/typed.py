@@ -393,7 +393,7 @@ class TypedMemory:
         live = [e for e in found if e.status != "tombstoned"]
         return choose(live, triggers, self.weights(live), budget.trigger_max_entries, budget.trigger_max_chars)
 
-    def turn(self, session: str, turn: int | None, project: str | None, calls: Sequence[str]) -> None:
+    def turn(self, session: str, turn: str | int | None, project: str | None, calls: Sequence[str]) -> None:
         """Remember a turn's tool-call triggers, then refresh the workflow chains they complete."""
         if not calls:
             return

@@ -15,7 +15,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -42,6 +42,9 @@ DEGRADED_RESCAN_CAP = 30.0
 """A root whose watches fell short is rescanned at least this often."""
 BATCH_SLACK = 0.25
 """Wake this fraction of the quiet window late, so paths that settle together are handed out together."""
+BURST_PATHS = 32
+"""This many paths of one root settling together (a `git pull`, an unpacked backup) are one rescan of it:
+the root's later paths join the burst until none of them is waiting, or for at most max_wait."""
 
 # Opens and read-only closes change nothing; DirModifiedEvent is what watchdog adds for the parent
 # of every create/delete/move/close, whose own event is already marked.
@@ -51,6 +54,21 @@ _VANISHED = frozenset({errno.ENOENT, errno.ENOTDIR})
 
 OnDue = Callable[[list[Path]], None]
 OnRescan = Callable[[Path | None, str], None]
+
+
+def split_bursts(
+    due: Sequence[Path], roots: Sequence[Path], bursting: Set[Path] = frozenset()
+) -> tuple[list[Path], list[Path]]:
+    """The roots to rescan whole (BURST_PATHS or more due paths, or already bursting), and the other paths."""
+    by_root: dict[Path | None, list[Path]] = {}
+    for path in due:
+        root = next((r for r in roots if path == r or r in path.parents), None)
+        by_root.setdefault(root, []).append(path)
+    bursts = [
+        root for root, paths in by_root.items() if root is not None and (len(paths) >= BURST_PATHS or root in bursting)
+    ]
+    rest = [path for root, paths in by_root.items() if root not in bursts for path in paths]
+    return bursts, rest
 
 
 class _InotifyFD(InotifyFD):
@@ -218,6 +236,8 @@ class Watcher:
         self._degraded_seconds = min(rescan_seconds, DEGRADED_RESCAN_CAP)
         self._debouncer = Debouncer(quiet, max_wait)
         self._settle = min(quiet, max_wait)
+        self._max_wait = max_wait
+        self._bursts: dict[Path, float] = {}  # root -> when its burst began (scheduler thread)
         self._wake_at = 0.0
         self._cond = threading.Condition()
         self._handler = _Handler(self._mark, self.check_roots, {str(r.path) for r in self._roots})
@@ -439,6 +459,7 @@ class Watcher:
         debounced = self._debouncer.next_deadline()
         if debounced is not None:
             deadlines.append(debounced + self._settle * BATCH_SLACK)
+        deadlines += [began + self._max_wait for began in self._bursts.values()]
         return min(deadlines)
 
     def _tick(self, now: float) -> None:
@@ -454,8 +475,25 @@ class Watcher:
             self._deliver_rescan(root_path, reason)
         with self._cond:
             due = self._debouncer.due(time.monotonic())
-        if due:
-            self._call(self._on_due, [Path(p) for p in due])
+        bursts, rest = split_bursts([Path(p) for p in due], [r.path for r in self._roots], set(self._bursts))
+        for root_path in bursts:
+            self._bursts.setdefault(root_path, now)
+        for root_path in self._settled_bursts(now):
+            self._deliver_rescan(root_path, "burst")
+        if rest:
+            self._call(self._on_due, rest)
+
+    def _settled_bursts(self, now: float) -> list[Path]:
+        """The bursting roots with nothing left waiting (or bursting for max_wait), forgotten as bursts."""
+        with self._cond:
+            settled = [
+                root
+                for root, began in self._bursts.items()
+                if now >= began + self._max_wait or not self._debouncer.pending_under(str(root))
+            ]
+        for root in settled:
+            del self._bursts[root]
+        return settled
 
     def _take_root_check(self, now: float) -> bool:
         """Whether the roots are to be checked now, because an event asked or the timer elapsed."""

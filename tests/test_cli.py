@@ -48,7 +48,7 @@ def test_note_recall_status_through_the_cli(daemon: Daemon) -> None:
     as_json = json.loads(run_cli("recall", "persimmons", "--json", config=daemon.config_path, check=True).stdout)
     assert as_json["total"] == 1 and as_json["hits"][0]["date"] == today()
     status = run_cli("status", config=daemon.config_path, check=True).stdout
-    assert "ready" in status and "1 entries" in status
+    assert "ready" in status and "1 entry in 1 file\n" in status
     assert json.loads(run_cli("tools", "--json", config=daemon.config_path, check=True).stdout)[0]["name"]
 
 
@@ -58,8 +58,10 @@ def test_inject_and_reindex_through_the_cli(daemon: Daemon) -> None:
     assert "inject me" in block and block.startswith("<memory")
     again = run_cli("inject", "--session", "cli", "--turn", "1", config=daemon.config_path, check=True).stdout
     assert "already_injected" in again
+    named = run_cli("inject", "--session", "cli", "--turn", "msg_01 A", config=daemon.config_path, check=True).stdout
+    assert "inject me" in named  # any string names a turn
     out = run_cli("reindex", config=daemon.config_path, check=True).stdout
-    assert out.startswith("reindexed 1 entries from 1 files")
+    assert out.startswith("reindexed 1 entry from 1 file in ")
 
 
 def test_errors_are_one_line_with_reason_and_nonzero_exit(daemon: Daemon) -> None:
@@ -82,19 +84,32 @@ def test_bad_config_is_a_clear_error(short_tmp: Path) -> None:
     assert "recall.snippet_chars: 5000 is out of range; allowed: 1 to 4000" in result.stderr
 
 
-def test_check_reports_every_rejection(short_tmp: Path) -> None:
+def test_check_reports_every_problem_once_and_exits_by_the_worst(short_tmp: Path) -> None:
+    """Exit 1 for a rejected file, 3 for skipped lines alone, 0 when clean; each path is named once per line."""
     root = short_tmp / "root"
     (root / "diary").mkdir(parents=True)
     (root / "diary" / "2026-02-30.md").write_text("[10:00] x\n")
+    (root / "diary" / "2026-01-02.md").write_bytes(b"[10:00] a\0b\n")
     (root / "diary" / "2026-01-01.md").write_text("[10:00] fine\nnot a line\n")
     result = run_cli("check", str(root))
     assert result.returncode == 1
-    assert f"{root}/diary/2026-02-30.md: invalid_date: " in result.stdout
-    assert f"{root}/diary/2026-01-01.md:2: bad_line: " in result.stdout
+    problems = result.stdout.splitlines()[:-1]
+    assert sorted(problems) == sorted(
+        [
+            f"{root}/diary/2026-02-30.md: invalid_date: diary files must be named YYYY-MM-DD.md with a real date",
+            f"{root}/diary/2026-01-02.md: nul_byte: NUL byte at line 1",
+            f"{root}/diary/2026-01-01.md:2: bad_line: expected '[HH:MM] text'",
+        ]
+    )
+    assert result.stdout.endswith("1 file, 1 entry, 2 rejected files, 1 skipped line\n")
     (root / "diary" / "2026-02-30.md").unlink()
+    (root / "diary" / "2026-01-02.md").unlink()
+    skipped = run_cli("check", str(root))
+    assert skipped.returncode == 3 and skipped.stdout.endswith("0 rejected files, 1 skipped line\n")
+    assert json.loads(run_cli("check", str(root), "--json").stdout)["skipped_lines"][0]["line"] == 2
     (root / "diary" / "2026-01-01.md").write_text("[10:00] fine\n")
     clean = run_cli("check", str(root))
-    assert clean.returncode == 0 and "1 files, 1 entries, 0 rejected files, 0 skipped lines" in clean.stdout
+    assert clean.returncode == 0 and clean.stdout == "1 file, 1 entry, 0 rejected files, 0 skipped lines\n"
 
 
 @pytest.mark.parametrize("how", [("start",), ("serve", "--detach")])
@@ -109,6 +124,7 @@ def test_start_detaches_and_stop_stops(make_daemon, how: tuple[str, ...]) -> Non
         assert d.call("status")["pid"] == pid
         assert os.getsid(pid) != os.getsid(0) and os.getppid() != pid
         assert "Umask:\t0077" in Path(f"/proc/{pid}/status").read_text()
+        assert (d.state / "braind.log").stat().st_mode & 0o777 == 0o600  # private like everything braind makes
         again = run_cli("start", config=d.config_path, env=env)
         assert again.returncode == 1 and "already_running" in again.stderr
         assert run_cli("note", "detached", "note", config=d.config_path, env=env).returncode == 0
@@ -172,3 +188,38 @@ def _drain(fd: int) -> str:
             break
         chunks.append(chunk)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize(
+    ("argv", "meant"),
+    [
+        (["notee", "x"], "'note'"),
+        (["memory", "lst"], "'list'"),
+        (["inject", "--session", "s", "--trun", "1"], "'--turn'"),
+        (["status", "--jsn"], "'--json'"),
+        (["memory", "list", "--tpye", "fact"], "'--type'"),
+    ],
+)
+def test_a_mistyped_command_or_option_suggests_the_nearest(argv: list[str], meant: str) -> None:
+    result = run_cli(*argv)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.rstrip("\n").endswith(f"; did you mean {meant}?"), result.stderr
+
+
+def test_nothing_close_suggests_nothing() -> None:
+    result = run_cli("xyzzyplugh")
+    assert result.returncode == 2 and "did you mean" not in result.stderr
+
+
+def test_a_bad_value_in_the_implicit_config_names_its_file(short_tmp: Path) -> None:
+    """~/.config/braind/braind.yaml is found without --config; its errors still say which file."""
+    home = short_tmp / "home"
+    found = home / ".config" / "braind" / "braind.yaml"
+    found.parent.mkdir(parents=True)
+    found.write_text("recall:\n  max_results: 0\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("BRAIND_CONFIG", "XDG_CONFIG_HOME")}
+    result = run_cli("status", env={**env, "HOME": str(home)})
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"braind: error: invalid_config: {found}: recall.max_results: 0 is out of range; allowed: 1 to 500\n"
+    )

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from braind.cli_typed import LIST_NOTE
 from tests.conftest import Daemon, run_cli, today, wait_until
 
 SUBCOMMANDS = ("list", "query", "add", "edit", "remove", "undo", "pin", "unpin", "entries", "compact", "dump")
@@ -105,7 +106,7 @@ def test_add_list_query_human_and_json(daemon: Daemon) -> None:
         .endswith("[fact key=db file:app.py tool:pytest] the database is postgres\n")
     )
     listed = ok(daemon, "memory", "list").splitlines()
-    assert listed[-1] == "1 entry"
+    assert listed[-2:] == ["1 typed memory", LIST_NOTE]
     line = LINE.match(listed[0])
     assert line and line["fp"] == fp and line["tags"] == "fact key=db file:app.py tool:pytest"
     assert line["when"].startswith(today()) and line["rest"] == "the database is postgres"
@@ -132,7 +133,7 @@ def test_limit_and_type_filter(daemon: Daemon) -> None:
         add(daemon, f"limited fact {n}", "--type", "fact")
     add(daemon, "an error about limits", "--type", "error")
     out = ok(daemon, "memory", "list", "--limit", "2")
-    assert len(lines_of(out)) == 2 and out.endswith("\n4 entries, 2 shown (--limit)\n")
+    assert len(lines_of(out)) == 2 and out.endswith(f"\n4 typed memories, 2 shown (--limit)\n{LIST_NOTE}\n")
     assert as_json(daemon, "memory", "list", "--type", "error")["total"] == 1
     assert len(lines_of(ok(daemon, "memory", "query", "limited", "--limit", "1"))) == 1
     assert len(as_json(daemon, "memory", "entries", "--limit", "3")["entries"]) == 3
@@ -246,7 +247,7 @@ def test_remove_is_a_tombstone_and_undo_brings_it_back(daemon: Daemon) -> None:
     out = ok(daemon, "memory", "remove", fp, "--approved")
     assert out == f"tombstoned {fp} (it stays in its file; `braind memory undo {fp}` brings it back)\n"
     assert "the cat is called Miso" in day.read_text()  # never a physical delete
-    assert ok(daemon, "memory", "list") == "0 entries\n"
+    assert ok(daemon, "memory", "list") == f"0 typed memories\n{LIST_NOTE}\n"
     assert ok(daemon, "memory", "remove", fp, "--approved") == f"{fp} was already tombstoned\n"
     assert as_json(daemon, "memory", "remove", fp, "--approved") == {"fp": fp, "status": "tombstoned", "changed": False}
     assert ok(daemon, "memory", "undo", fp) == f"undid tombstone (remove) on {fp}: now live\n"
@@ -274,12 +275,12 @@ def test_approval_is_asked_at_a_terminal(daemon: Daemon) -> None:
     declined, said_no = _at_terminal(daemon, "n\n", "memory", "remove", fp)
     assert declined.returncode == 1
     assert f"braind: removing entry {fp} needs approval. Approve? [y/N] " in said_no
-    assert f"braind: error: approval_required: removing entry {fp} needs approval" in said_no
+    assert f"braind: error: approval_declined: removing entry {fp} was not approved; nothing was written" in said_no
     assert list(lines_of(ok(daemon, "memory", "list"))) == [fp]
     approved, said_yes = _at_terminal(daemon, "y\n", "memory", "remove", fp)
     assert approved.returncode == 0, said_yes
     assert "Approve? [y/N]" in said_yes and approved.stdout.startswith(f"tombstoned {fp}")
-    assert ok(daemon, "memory", "list") == "0 entries\n"
+    assert ok(daemon, "memory", "list") == f"0 typed memories\n{LIST_NOTE}\n"
 
 
 def _at_terminal(d: Daemon, answer: str, *args: str) -> tuple[subprocess.CompletedProcess[str], str]:
@@ -439,3 +440,38 @@ def test_every_subcommand_answers_json(daemon: Daemon) -> None:
     assert replies["compact"] == {"dry_run": True, "decisions": [], "by_rule": {}}
     assert replies["edit"]["replaces"] == fp and FP.match(edited)
     assert replies["remove"] == {"fp": edited, "status": "tombstoned", "changed": True}
+
+
+# -- one approval story for every write -------------------------------------------------------
+
+
+def approval_cases(d: Daemon) -> dict[str, list[str]]:
+    """A write of each command that needs approval under fail-closed."""
+    edited = add(d, "an entry to edit", "--type", "fact")
+    removed = add(d, "an entry to remove", "--type", "fact")
+    ok(d, "memory-write-root", "core", "a section to correct")
+    return {
+        "note": ["note", "--type", "decision", "use postgres"],
+        "memory add": ["memory", "add", "--type", "decision", "use sqlite"],
+        "memory edit": ["memory", "edit", edited, "edited text"],
+        "memory remove": ["memory", "remove", removed],
+        "memory-correct": ["memory-correct", "root", "--section", "core", "--content", "corrected"],
+    }
+
+
+def test_every_write_that_needs_approval_names_the_cli_option_without_a_terminal(daemon: Daemon) -> None:
+    for command, argv in approval_cases(daemon).items():
+        before = state_files(daemon)
+        refused = cli(daemon, *argv, stdin=subprocess.DEVNULL)
+        assert refused.returncode == 1 and refused.stdout == "", command
+        assert refused.stderr.startswith(REFUSED) and refused.stderr.count("\n") == 1, refused.stderr
+        assert refused.stderr.endswith("needs approval: run the command again with --approved\n"), refused.stderr
+        assert "approved=true" not in refused.stderr
+        assert state_files(daemon) == before, command
+
+
+def test_every_write_that_needs_approval_asks_at_a_terminal(daemon: Daemon) -> None:
+    for command, argv in approval_cases(daemon).items():
+        result, shown = _at_terminal(daemon, "y\n", *argv)
+        assert "needs approval. Approve? [y/N] " in shown, command
+        assert result.returncode == 0, shown

@@ -294,3 +294,22 @@ def test_every_reason_the_daemon_uses_reaches_the_client_typed(path: Path, cls_n
         client.call("raise", cls=cls_name, reason=reason)
     assert (type(raised.value), raised.value.code, raised.value.reason) == (expected, sent.code, reason)
     assert raised.value.message == "raised on purpose"
+
+
+def test_the_first_socket_that_answers_is_used(server: SocketServer, sock_dir: Path) -> None:  # noqa: F811
+    """Clients of a default socket try each place it may be; one that is missing or stale is passed over."""
+    stale = sock_dir / "stale.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as dead:
+        dead.bind(str(stale))
+    with Client([sock_dir / "missing.sock", stale, server.path]) as client:
+        assert client.call("echo", n=1) == {"n": 1}
+        assert client.path == server.path
+
+
+def test_daemon_unavailable_lists_every_place_looked(sock_dir: Path) -> None:  # noqa: F811
+    places = [sock_dir / "a" / "braind.sock", sock_dir / "b" / "braind.sock"]
+    with Client(places) as client, pytest.raises(Unavailable) as raised:
+        client.call("echo")
+    assert raised.value.reason == "daemon_unavailable"
+    assert raised.value.data["tried"] == [str(p) for p in places]
+    assert all(f"no socket at {p}" in raised.value.message for p in places)

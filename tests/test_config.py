@@ -70,8 +70,8 @@ def uncommented(text: str) -> str:
 
 
 def same(config: Config, expected: Config) -> bool:
-    """Equal apart from where the values came from."""
-    return dataclasses.replace(config, source=expected.source) == expected
+    """Equal apart from where the values came from (a named socket is the only place clients look)."""
+    return dataclasses.replace(config, source=expected.source, socket_search=expected.socket_search) == expected
 
 
 # -- the shipped file -------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ def test_shipped_file_loads_as_the_builtin_defaults(env: dict[str, str]) -> None
 def test_shipped_file_names_every_field_of_every_section() -> None:
     """A field added to a Config dataclass must be documented in the shipped file."""
     raw = yaml.safe_load(uncommented(SHIPPED.read_text(encoding="utf-8")))
-    assert set(raw) == {f.name for f in dataclasses.fields(Config)} - {"source"}
+    assert set(raw) == {f.name for f in dataclasses.fields(Config)} - {"source", "socket_search"}
     for name, cls in SECTIONS.items():
         assert set(raw[name]) == {f.name for f in dataclasses.fields(cls)}, name
 
@@ -454,3 +454,25 @@ def test_config_is_frozen() -> None:
             setattr(section, dataclasses.fields(section)[0].name, 1)
     assert isinstance(config.projects, tuple)
     assert hash(config) == hash(build({"projects": ["/p"]}))
+
+
+def test_clients_look_in_the_runtime_dir_then_run_user_then_tmp() -> None:
+    """The order clients search for a daemon on the default socket; the daemon binds the first of them."""
+    uid = os.getuid()
+    config = defaults({"HOME": HOME, "XDG_RUNTIME_DIR": "/rt"})
+    assert config.client_sockets() == (
+        Path("/rt/braind/braind.sock"),
+        Path(f"/run/user/{uid}/braind/braind.sock"),
+        Path(f"/tmp/braind-{uid}/braind/braind.sock"),
+    )
+    assert config.socket == config.client_sockets()[0]
+    bare = defaults({})  # an MCP client that passes no environment at all
+    assert bare.client_sockets() == config.client_sockets()[1:]
+
+
+def test_a_named_socket_is_the_only_place_looked() -> None:
+    """--socket, $BRAIND_SOCKET and the config's socket each name the one socket, in that order of precedence."""
+    assert build({"socket": "/c/b.sock"}).client_sockets() == (Path("/c/b.sock"),)
+    env = {**ENV, "BRAIND_SOCKET": "/e/b.sock"}
+    assert build({"socket": "/c/b.sock"}, env).client_sockets() == (Path("/e/b.sock"),)
+    assert build({}, env).with_socket("/o/b.sock").client_sockets() == (Path("/o/b.sock"),)

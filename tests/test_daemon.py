@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from braind.errors import BraindError
-from tests.conftest import Daemon, today
+from tests.conftest import Daemon, run_cli, today, wait_until
 
 
 def diary(d: Daemon) -> Path:
@@ -110,7 +110,7 @@ def test_bad_notes_are_refused(daemon: Daemon, params: dict[str, object], reason
 def test_notes_refused_through_symlinks(daemon: Daemon, short_tmp: Path) -> None:
     outside = short_tmp / "outside"
     outside.mkdir()
-    daemon.root.mkdir()
+    daemon.root.mkdir(exist_ok=True)
     (daemon.root / "diary").symlink_to(outside)
     with pytest.raises(BraindError) as err:
         daemon.call("brain_note", text="escape")
@@ -146,6 +146,17 @@ def test_inject_diary_once_per_turn_and_fenced(daemon: Daemon) -> None:
     assert block["parts"][0]["name"] == "diary"
     assert daemon.call("inject", session="s1", turn=2)["skipped"] == "already_injected"
     assert daemon.call("inject", session="s2", turn=2)["skipped"] is None
+
+
+@pytest.mark.parametrize("bad", [True, -1, 1.5, "", "x" * 257, [1], {"id": 1}])
+def test_a_turn_is_a_string_or_an_integer_compared_as_given(daemon: Daemon, bad: object) -> None:
+    """Message ids name turns; 1 and "1" are two different turns; other JSON values are refused."""
+    daemon.call("brain_note", text="turn ids are compared as given")
+    served = [daemon.call("inject", session="t", turn=turn)["skipped"] for turn in (1, "1", "msg_01A", 1, "1")]
+    assert served == [None, None, None, "already_injected", "already_injected"]
+    with pytest.raises(BraindError) as err:
+        daemon.call("inject", session="t", turn=bad)
+    assert err.value.reason == "invalid_params"
 
 
 def test_inject_keeps_newest_within_budget(make_daemon) -> None:  # type: ignore[no-untyped-def]
@@ -270,8 +281,19 @@ def test_sigterm_is_a_clean_stop(daemon: Daemon) -> None:
     assert not daemon.socket.exists()
 
 
-def test_root_created_by_a_note_is_watched(daemon: Daemon) -> None:
-    assert not daemon.root.exists()
+def test_a_first_start_creates_the_empty_user_root(daemon: Daemon) -> None:
+    """A root the index knows nothing of is created at start (0700), so status reads ok from the first minute."""
+    assert daemon.root.is_dir() and list(daemon.root.iterdir()) == []
+    assert daemon.root.stat().st_mode & 0o777 == 0o700
+    root = daemon.call("status")["roots"][0]
+    assert (root["available"], root["reason"]) == (True, None)
+    assert f"root [user] {daemon.root}: ok\n" in run_cli("status", config=daemon.config_path).stdout
+
+
+def test_a_root_removed_while_running_stays_unavailable_until_a_note_creates_it(daemon: Daemon) -> None:
+    daemon.root.rmdir()
+    wait_until(lambda: not daemon.call("status")["roots"][0]["available"], 15, "the root reported missing")
+    assert daemon.call("status")["roots"][0]["reason"] == "missing" and not daemon.root.exists()
     daemon.call("brain_note", text="creates the root")
     with open(diary(daemon), "a", encoding="utf-8") as f:
         f.write("[10:10] typed right after the root appeared\n")

@@ -116,6 +116,9 @@ def test_a_prompt_id_makes_each_prompt_a_new_turn(daemon: Daemon, tmp_path: Path
     assert silent(hook(daemon.config_path, first)) == ""
     second = prompt_event(prompt_id="5d1b3c52-0e0b-4f7e-9a51-3f4e9a0c2b17")
     assert "rambutans" in context_of(hook(daemon.config_path, second), "UserPromptSubmit")
+    # the hook sent the prompt's own id as the turn: the daemon has served exactly that one
+    again = daemon.call("inject", session="sess-1", turn="5d1b3c52-0e0b-4f7e-9a51-3f4e9a0c2b17")
+    assert again["skipped"] == "already_injected"
 
 
 def test_the_events_claude_code_sends(daemon: Daemon, tmp_path: Path) -> None:
@@ -251,7 +254,8 @@ def test_the_readme_hook_settings_run(daemon: Daemon) -> None:
     for name, event in (("SessionStart", start_event()), ("UserPromptSubmit", prompt_event())):
         (matcher,) = settings["hooks"][name]
         (handler,) = matcher["hooks"]
-        assert handler["type"] == "command" and shlex.split(handler["command"]) == ["braind", "hook", "claude-code"]
+        argv = shlex.split(handler["command"])
+        assert handler["type"] == "command" and argv == ["/home/you/.local/bin/braind", "hook", "claude-code"]
         done = hook(daemon.config_path, event)
         assert "set up from the README for the hook" in context_of(done, name)
         printed = json.loads(done.stdout)

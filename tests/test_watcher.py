@@ -587,3 +587,15 @@ def test_a_watcher_starts_only_once(root: Path, start_watcher: Start) -> None:
     watcher, _ = start_watcher([root])
     with pytest.raises(RuntimeError, match="already started"):
         watcher.start()
+
+
+def test_many_paths_of_one_root_settling_together_are_one_rescan_of_it(tmp_path: Path) -> None:
+    """split_bursts: a root with BURST_PATHS due paths (or already bursting) is rescanned whole."""
+    from braind.watcher import BURST_PATHS, split_bursts
+
+    busy, quiet, other = tmp_path / "busy", tmp_path / "quiet", tmp_path / "elsewhere" / "x.md"
+    many = [busy / "diary" / f"2026-01-{n:02d}.md" for n in range(1, BURST_PATHS + 1)]
+    few = [quiet / "diary" / "2026-01-01.md"]
+    assert split_bursts([*many, *few, other], [busy, quiet]) == ([busy], [*few, other])
+    assert split_bursts(many[:-1], [busy, quiet]) == ([], many[:-1])
+    assert split_bursts(few, [busy, quiet], {quiet}) == ([quiet], [])
