@@ -226,9 +226,17 @@ def _context_hash(context: str) -> str:
     return hashlib.blake2b(context.encode("utf-8"), digest_size=6).hexdigest() if context else ""
 
 
-def _keyed(entries: Sequence[Entry]) -> dict[Keyed, str]:
-    """Each entry of a file with its context hash, mapped to its context."""
-    return {(entry, _context_hash(context)): context for entry, context in zip(entries, contexts(entries), strict=True)}
+def _keyed(entries: Sequence[Entry], start: int = 0) -> dict[Keyed, str]:
+    """Each entry of a file (from `start` on) with its context hash, mapped to its context."""
+    return {
+        (entry, _context_hash(context)): context
+        for entry, context in zip(entries[start:], contexts(entries, start), strict=True)
+    }
+
+
+def _record_docs(searcher: Any, path: str) -> list[int]:
+    """The documents holding a file's record."""
+    return list(searcher.docs_for_query(And([Term("path", path), Term("record", _FILE)])))
 
 
 def _record(stored: dict[str, Any]) -> FileRecord:
@@ -267,8 +275,12 @@ def _apply_change(writer: Any, searcher: Any, path: str, change: _Change, old: t
     if change.record is None:
         writer.delete_by_term("path", path, searcher=searcher)
         return
-    new = _keyed(change.entries)
-    found = None if old is None else _known_diff(searcher, path, old, change.entries, new)
+    if old is not None and _extends(change.entries, old):  # an append: the old entries and their contexts stay
+        new = _keyed(change.entries, len(old))
+        found: tuple[list[Keyed], list[int]] | None = (list(new), _record_docs(searcher, path))
+    else:
+        new = _keyed(change.entries)
+        found = None if old is None else _known_diff(searcher, path, old, change.entries, new)
     added, stale = found or _read_diff(searcher, path, new)
     writer.add_document(**_file_doc(change.record, len(change.entries)))
     for keyed in added:
@@ -284,9 +296,7 @@ def _known_diff(
 
     None when one of them is missing: the index does not hold what was remembered, so every document is read.
     """
-    stale = list(searcher.docs_for_query(And([Term("path", path), Term("record", _FILE)])))
-    if _extends(entries, old):  # an append: the old entries and their contexts are unchanged
-        return list(new)[len(old) :], stale
+    stale = _record_docs(searcher, path)
     added, gone = _diff(list(_keyed(old)), list(new))
     if gone:
         heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:_FP_HEAD] for entry, _ in gone})])
@@ -704,19 +714,25 @@ class Index:
 
     def entries_for(self, path: str) -> list[Entry]:
         """The current entries of one file, by line, including queued changes."""
+        return list(self.file_entries(path))
+
+    def recent(self, path: str, count: int) -> list[Entry]:
+        """The last `count` entries of one file, by line: what a day's diary shows of itself, whatever its size."""
+        return list(self.file_entries(path)[-count:]) if count > 0 else []
+
+    def file_entries(self, path: str) -> tuple[Entry, ...]:
+        """The current entries of one file in file order, as held (a queued change's or a commit's own tuple)."""
         with self._search_lock:
             self._check_open()
             with self._lock:
                 change = self._pending.get(path)
                 change = self._committing.get(path) if change is None else change
             if change is not None:
-                entries = list(change.entries)
-            elif (known := self._remembered(path)) is not None:
-                entries = list(known)  # what the last commit wrote: no documents to read
-            else:
-                docs = self._searcher.documents(path=path)
-                entries = [_entry(doc) for doc in docs if doc.get("kind") != _FILE]
-        return sorted(entries, key=_LINE)
+                return change.entries  # loaders build entries in file order
+            if (known := self._remembered(path)) is not None:
+                return known  # what the last commit wrote: no documents to read
+            docs = self._searcher.documents(path=path)
+            return tuple(sorted((_entry(doc) for doc in docs if doc.get("kind") != _FILE), key=_LINE))
 
     def search(
         self,

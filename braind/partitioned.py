@@ -346,6 +346,12 @@ class PartitionedIndex:
         with self._reading():
             return part.entries_for(path) if part is not None else []
 
+    def recent(self, path: str, count: int) -> list[Entry]:
+        """The last `count` entries of one file, by line."""
+        part = self._part(partition_key(path), create=False)
+        with self._reading():
+            return part.recent(path, count) if part is not None else []
+
     def search(
         self,
         query: str,

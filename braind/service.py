@@ -189,8 +189,18 @@ class Memory:
         found: list[Entry] = []
         for root in self.visible_roots(project):
             for day in days:
-                found += self.index.entries_for(str(root.path / "diary" / f"{day}.md"))
-        return [e for e in found if e.status != "tombstoned"]
+                found += self._live_tail(str(root.path / "diary" / f"{day}.md"))
+        return found
+
+    def _live_tail(self, path: str) -> list[Entry]:
+        """A day's last live entries, as many as the block could show (each takes a line at least)."""
+        wanted, count = self.config.inject.max_lines, self.config.inject.max_lines
+        while True:
+            tail = self.index.recent(path, count)
+            live = [e for e in tail if e.status != "tombstoned"]
+            if len(live) >= wanted or len(tail) < count:
+                return live[-wanted:]
+            count *= 2
 
     def status(self) -> dict[str, Any]:
         """Everything a person needs to see whether memory is healthy."""

@@ -361,14 +361,19 @@ def _wait_until_watching_again(root: Path, rec: Recorder) -> None:
 
 
 def _sentinel_handed_out(sentinel: Path, rec: Recorder) -> bool:
-    """Write a sentinel, then wait until it is handed out or the kernel reports it lost."""
+    """Write a sentinel, then wait until it is handed out (alone, or in a burst's rescan of its root) or lost."""
     overflows = rec.rescans.count((None, "overflow"))
+    bursts = rec.rescans.count((sentinel.parent, "burst"))
     write(sentinel, "still watching\n")
+
+    def seen_in_a_burst() -> bool:
+        return rec.rescans.count((sentinel.parent, "burst")) > bursts
+
     rec.wait(
-        lambda: rec.saw(sentinel) or rec.rescans.count((None, "overflow")) > overflows,
+        lambda: rec.saw(sentinel) or seen_in_a_burst() or rec.rescans.count((None, "overflow")) > overflows,
         f"{sentinel} handed out or another overflow",
     )
-    return rec.saw(sentinel, b"still watching\n")
+    return rec.saw(sentinel, b"still watching\n") or seen_in_a_burst()
 
 
 SHORTFALL_SCRIPT = """
