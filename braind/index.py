@@ -714,14 +714,14 @@ class Index:
 
     def entries_for(self, path: str) -> list[Entry]:
         """The current entries of one file, by line, including queued changes."""
-        return list(self.file_entries(path))
+        return sorted(self.file_entries(path), key=_LINE)
 
     def recent(self, path: str, count: int) -> list[Entry]:
         """The last `count` entries of one file, by line: what a day's diary shows of itself, whatever its size."""
-        return list(self.file_entries(path)[-count:]) if count > 0 else []
+        return sorted(self.file_entries(path)[-count:], key=_LINE) if count > 0 else []
 
     def file_entries(self, path: str) -> tuple[Entry, ...]:
-        """The current entries of one file in file order, as held (a queued change's or a commit's own tuple)."""
+        """The current entries of one file in the order they were read (file order), as held, without a copy."""
         with self._search_lock:
             self._check_open()
             with self._lock:
