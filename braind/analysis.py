@@ -36,7 +36,6 @@ from whoosh.lang import has_stopwords, stopwords_for_language
 ANALYZER_VERSION = 4
 
 FIELD = "text"
-CONTEXT = "context"  # the text of the entries just before, down-weighted in ranking
 DEFAULT_LANGUAGES = ("en",)
 
 # Han, Hiragana, Katakana, Hangul and their compatibility blocks.
@@ -132,30 +131,6 @@ class Language:
             return (stemmers[0](word) or word,)
         return tuple(dict.fromkeys(stem(word) or word for stem in stemmers))
 
-    def context_counts(self, context: Context) -> dict[str, int]:
-        """The terms of a context: those of its entries' words but stopwords, summed (a query needs no stopwords)."""
-        counts: dict[str, int] = {}
-        get = counts.get
-        for text in context.parts:
-            for term, count in _content_cache(self, text).items():
-                counts[term] = get(term, 0) + count
-        return counts
-
-    def _content_counts(self, text: str) -> dict[str, int]:
-        """term_counts() of a text without its stopwords."""
-        counts: dict[str, int] = {}
-        get, stems, stop = counts.get, self.stems, self.stopwords
-        for run, word in _WORD.findall(text):
-            if run:
-                for i in range(len(run) - 1):
-                    pair = run[i : i + 2]
-                    counts[pair] = get(pair, 0) + 1
-                counts[run[-1]] = get(run[-1], 0) + 1
-            elif (folded := fold(word)) and folded not in stop:
-                for stem in stems(folded):
-                    counts[stem] = get(stem, 0) + 1
-        return counts
-
     def term_counts(self, text: str) -> dict[str, int]:
         """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""
         counts: dict[str, int] = {}
@@ -238,23 +213,6 @@ class Language:
         """Whether a text holds two stems as consecutive words, for phrase ranking."""
         words, _ = _terms_cache(self, text)
         return f"\n{first}\n{second}\n" in words + "\n"
-
-
-class Context(str):
-    """The text of the entries just before an entry, remembering them one by one: their terms are counted once."""
-
-    parts: tuple[str, ...]
-
-    def __new__(cls, parts: Sequence[str]) -> Context:
-        made = super().__new__(cls, " ".join(parts))
-        made.parts = tuple(parts)
-        return made
-
-
-@lru_cache(maxsize=256)
-def _content_cache(language: Language, text: str) -> dict[str, int]:
-    """Language._content_counts, cached: each entry is the context of the next two."""
-    return language._content_counts(text)
 
 
 @lru_cache(maxsize=2048)
@@ -343,7 +301,7 @@ def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
 
 
 def analyzer(languages: tuple[str, ...] = DEFAULT_LANGUAGES) -> CJKTokenizer:
-    """The analyzer of the text and context fields."""
+    """The analyzer of the text field."""
     return CJKTokenizer(languages)
 
 
@@ -355,8 +313,7 @@ class Counts(Frequency):
     def word_values(self, value: str, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
         """(term, frequency, weight, no value) for each distinct term of a text."""
         if type(analyzer) is CJKTokenizer:
-            language = analyzer.language
-            counts = language.context_counts(value) if type(value) is Context else language.term_counts(value)
+            counts = analyzer.language.term_counts(value)
         else:
             counts = _token_counts(value, analyzer, **kwargs)
         boost = self.field_boost

@@ -38,7 +38,7 @@ from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
 from braind.writer import open_writer
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 log = logging.getLogger("braind.index")
 
@@ -57,7 +57,7 @@ _LIVE = "live"
 _FP_HEAD = 3  # characters of fp indexed: a few thousand terms, not one per entry
 _LINE = operator.attrgetter("line")
 _KNOWN_FILES = 16  # files whose committed entries are remembered: their next change is diffed without reading them
-CONTEXT_ENTRIES = 2  # entries before an entry in its file that make its context
+CONTEXT_ENTRIES = ranking.CONTEXT_ENTRIES
 
 
 @dataclass(frozen=True)
@@ -95,11 +95,8 @@ class Found:
 # The committed entries of recently written files, by path.
 Known = dict[str, tuple[Entry, ...]]
 
-# An uncommitted entry with its context.
-Fresh = tuple[Entry, analysis.Context]
-
-# An entry with its context's hash: what a document stands for, so a changed context re-indexes it.
-Keyed = tuple[Entry, str]
+# An uncommitted entry with the texts of the entries just before it in its file.
+Fresh = tuple[Entry, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -132,8 +129,8 @@ def make_schema(languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES) -> Sche
         date=ID(stored=True),
         stamp=COLUMN(NumericColumn("q")),
         text=Text(languages),
-        context=Text(languages, stored=False),  # the entries just before, for ranking only
-        ctxh=STORED,  # a hash of the context, so an entry whose context changed is written again
+        file_key=COLUMN(NumericColumn("q")),  # which file, and where in it: an entry's neighbours, for ranking
+        file_line=COLUMN(NumericColumn("i")),
         triggers=KEYWORD(stored=True),
         fp_head=ID,  # fp's first characters; select() checks the whole fp, which stored fields derive
         key=ID(stored=True),
@@ -157,11 +154,11 @@ def _stamp(entry: Entry) -> int:
     return int(digits) if digits.isascii() and digits.isdigit() and len(digits) == 12 else 0
 
 
-def _entry_doc(path: str, entry: Entry, context: str = "") -> dict[str, Any]:
+def _entry_doc(path: str, entry: Entry) -> dict[str, Any]:
     """The Whoosh document of one entry; empty optional fields are left out."""
     doc: dict[str, Any] = {
-        "context": context,
-        "ctxh": _context_hash(context),
+        "file_key": file_key(path),
+        "file_line": entry.line,
         "path": path,
         "root": entry.root,
         "type": entry.type,
@@ -216,27 +213,9 @@ def _entry(stored: dict[str, Any]) -> Entry:
     )
 
 
-def _keyed_stored(stored: dict[str, Any]) -> Keyed:
-    """A document's entry with the hash of the context it was indexed with."""
-    return _entry(stored), stored.get("ctxh", "")
-
-
-def _context_hash(context: str) -> str:
-    """A short hash of a context ("" for none), stored to tell when it changed."""
-    return hashlib.blake2b(context.encode("utf-8"), digest_size=6).hexdigest() if context else ""
-
-
-def _keyed(entries: Sequence[Entry], start: int = 0) -> dict[Keyed, str]:
-    """Each entry of a file (from `start` on) with its context hash, mapped to its context."""
-    return {
-        (entry, _context_hash(context)): context
-        for entry, context in zip(entries[start:], contexts(entries, start), strict=True)
-    }
-
-
-def _record_docs(searcher: Any, path: str) -> list[int]:
-    """The documents holding a file's record."""
-    return list(searcher.docs_for_query(And([Term("path", path), Term("record", _FILE)])))
+def file_key(path: str) -> int:
+    """A number naming a file, the same in every segment and process (a hash, not Python's salted one)."""
+    return int.from_bytes(hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=8).digest()) >> 2
 
 
 def _record(stored: dict[str, Any]) -> FileRecord:
@@ -275,44 +254,39 @@ def _apply_change(writer: Any, searcher: Any, path: str, change: _Change, old: t
     if change.record is None:
         writer.delete_by_term("path", path, searcher=searcher)
         return
-    if old is not None and _extends(change.entries, old):  # an append: the old entries and their contexts stay
-        new = _keyed(change.entries, len(old))
-        found: tuple[list[Keyed], list[int]] | None = (list(new), _record_docs(searcher, path))
-    else:
-        new = _keyed(change.entries)
-        found = None if old is None else _known_diff(searcher, path, old, change.entries, new)
-    added, stale = found or _read_diff(searcher, path, new)
+    found = None if old is None else _known_diff(searcher, path, old, change.entries)
+    added, stale = found or _read_diff(searcher, path, change.entries)
     writer.add_document(**_file_doc(change.record, len(change.entries)))
-    for keyed in added:
-        writer.add_document(**_entry_doc(path, keyed[0], new[keyed]))
+    for entry in added:
+        writer.add_document(**_entry_doc(path, entry))
     for docnum in stale:
         writer.delete_document(docnum)
 
 
 def _known_diff(
-    searcher: Any, path: str, old: Sequence[Entry], entries: Sequence[Entry], new: dict[Keyed, str]
-) -> tuple[list[Keyed], list[int]] | None:
+    searcher: Any, path: str, old: Sequence[Entry], new: Sequence[Entry]
+) -> tuple[list[Entry], list[int]] | None:
     """Entries to add and documents to delete, reading only the gone entries' documents (by fingerprint head).
 
     None when one of them is missing: the index does not hold what was remembered, so every document is read.
     """
-    stale = _record_docs(searcher, path)
-    added, gone = _diff(list(_keyed(old)), list(new))
+    added, gone = _diff(old, new)
+    stale = list(searcher.docs_for_query(And([Term("path", path), Term("record", _FILE)])))
     if gone:
-        heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:_FP_HEAD] for entry, _ in gone})])
+        heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:_FP_HEAD] for entry in gone})])
         for docnum in searcher.docs_for_query(And([Term("path", path), heads])):
-            keyed = _keyed_stored(searcher.stored_fields(docnum))
-            if gone[keyed] > 0:
-                gone[keyed] -= 1
+            entry = _entry(searcher.stored_fields(docnum))
+            if gone[entry] > 0:
+                gone[entry] -= 1
                 stale.append(docnum)
     return None if +gone else (added, stale)
 
 
-def _read_diff(searcher: Any, path: str, new: dict[Keyed, str]) -> tuple[list[Keyed], list[int]]:
+def _read_diff(searcher: Any, path: str, new: Sequence[Entry]) -> tuple[list[Entry], list[int]]:
     """Entries to add and documents to delete, reading every committed document of the file."""
     records, committed = _committed_docs(searcher, path)
-    added, gone = _diff([keyed for keyed, docs in committed.items() for _ in docs], list(new))
-    return added, records + [committed[keyed].pop() for keyed in gone.elements()]
+    added, gone = _diff([entry for entry, docs in committed.items() for _ in docs], new)
+    return added, records + [committed[entry].pop() for entry in gone.elements()]
 
 
 def _extends(new: Sequence[Entry], old: Sequence[Entry]) -> bool:
@@ -327,36 +301,38 @@ def _searched_after(searched: dict[str, tuple[Entry, ...]], batch: dict[str, _Ch
     return dict(list(found.items())[-_KNOWN_FILES:])
 
 
-def _diff(old: Sequence[Keyed], new: Sequence[Keyed]) -> tuple[list[Keyed], Counter[Keyed]]:
+def _diff(old: Sequence[Entry], new: Sequence[Entry]) -> tuple[list[Entry], Counter[Entry]]:
     """The new entries not among the old ones, and the old ones no longer there (each as often as it occurs)."""
+    if _extends(new, old):  # an append: the old entries, then more
+        return list(new[len(old) :]), Counter()
     gone = Counter(old)
     added = []
-    for keyed in new:
-        if gone[keyed] > 0:
-            gone[keyed] -= 1
+    for entry in new:
+        if gone[entry] > 0:
+            gone[entry] -= 1
         else:
-            added.append(keyed)
+            added.append(entry)
     return added, +gone
 
 
-def _committed_docs(searcher: Any, path: str) -> tuple[list[int], dict[Keyed, list[int]]]:
-    """A file's committed record documents, and its entry documents by entry and context."""
+def _committed_docs(searcher: Any, path: str) -> tuple[list[int], dict[Entry, list[int]]]:
+    """A file's committed record documents, and its entry documents by entry."""
     records: list[int] = []
-    entries: dict[Keyed, list[int]] = {}
+    entries: dict[Entry, list[int]] = {}
     for docnum in searcher.document_numbers(path=path):
         stored = searcher.stored_fields(docnum)
         if stored.get("kind") == _FILE:
             records.append(docnum)
         else:
-            entries.setdefault(_keyed_stored(stored), []).append(docnum)
+            entries.setdefault(_entry(stored), []).append(docnum)
     return records, entries
 
 
 def add_file(writer: Any, record: FileRecord, entries: Sequence[Entry]) -> None:
-    """Add the documents of one file: its record, then its entries with their contexts."""
+    """Add the documents of one file: its record, then its entries."""
     writer.add_document(**_file_doc(record, len(entries)))
-    for entry, context in zip(entries, contexts(entries), strict=True):
-        writer.add_document(**_entry_doc(record.path, entry, context))
+    for entry in entries:
+        writer.add_document(**_entry_doc(record.path, entry))
 
 
 def _utc_stamp() -> str:
@@ -794,12 +770,12 @@ class Index:
         unsearched, replaced = self._unsearched_entries(overlay, version)
         view = self._view_now()
         allowed = self._allowed(filters, replaced, version)
-        ranked = ranking.rank_documents(maps, weights, allowed, view.stamps(), limit, strict)
-        norms = (view.avg_length(analysis.FIELD), view.avg_length(analysis.CONTEXT))
+        ranked = ranking.rank_documents(maps, weights, allowed, view.stamps(), view.neighbours(), limit, strict)
+        norm = view.avg_length(analysis.FIELD)
         for entry, context in unsearched:
             if not filters.accepts(entry):
                 continue
-            score, held = ranking.score_entry(self.language, entry.text, context, terms, weights, norms)
+            score, held = ranking.score_entry(self.language, entry.text, context, terms, weights, norm)
             if held == len(terms):
                 ranked.full.append(ranking.Candidate(True, round(score, 9), _stamp(entry), entry))
                 ranked.total += 1
@@ -1113,16 +1089,14 @@ def _mask_of(docs: set[int], size: int) -> np.ndarray:
 
 
 def _term_maps(view: postings.SearcherView, term: analysis.Term) -> ranking.TermMaps:
-    """One query word's postings in one searcher: stem, longer words, context."""
+    """One query word's postings in one searcher: its stem and the longer words it begins."""
     if term.cjk:
         run = term.keys[0]
         mode = postings.PREFIX if len(run) == 1 else postings.EXACT if len(run) == 2 else postings.RUN
-        text, context = view.weights(analysis.FIELD, run, mode), view.weights(analysis.CONTEXT, run, mode)
-        return ranking.TermMaps(text, _NOTHING, context)
+        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode), _NOTHING)
     exact = _best_of([view.weights(analysis.FIELD, key, postings.EXACT) for key in term.keys])
     longer = _best_of([view.weights(analysis.FIELD, key, postings.LONGER) for key in term.keys])
-    context = _best_of([view.weights(analysis.CONTEXT, key, postings.EXACT) for key in term.keys])
-    return ranking.TermMaps(exact, longer, context)
+    return ranking.TermMaps(exact, longer)
 
 
 _NOTHING: ranking.Postings = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
@@ -1141,11 +1115,9 @@ def _best_of(lists: Sequence[ranking.Postings]) -> ranking.Postings:
     return ids[first], weights[first]
 
 
-def contexts(entries: Sequence[Entry], start: int = 0) -> list[analysis.Context]:
-    """The text of the entries just before each entry of a file (from `start` on): what a short reply answers."""
-    return [
-        analysis.Context([e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]]) for i in range(start, len(entries))
-    ]
+def contexts(entries: Sequence[Entry], start: int = 0) -> list[tuple[str, ...]]:
+    """The texts of the entries just before each entry of a file (from `start` on), reading only those."""
+    return [tuple(e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]) for i in range(start, len(entries))]
 
 
 def _select_query(field: str, values: Sequence[str], prefix: bool) -> Query:

@@ -379,7 +379,7 @@ class PartitionedIndex:
             for _, part in parts:
                 held.enter_context(part.reading)
             prepared = [(key, part, *part.term_maps(terms)) for key, part in parts]
-            stats = [ranking.Stats(0, 0, 0, 0)] * len(terms)
+            stats = [ranking.Stats(0, 0, 0)] * len(terms)
             for _, _, _, part_stats in prepared:
                 stats = [total + more for total, more in zip(stats, part_stats, strict=True)]
             weights = [ranking.weights_of(st) for st in stats]

@@ -218,6 +218,7 @@ class SearcherView:
         self.size = int(searcher.doc_count_all())  # document numbers run from 0 to size - 1
         self._norm: dict[str, Values] = {}
         self._stamps: np.ndarray | None = None
+        self._neighbours: list[np.ndarray] | None = None
         self._live: np.ndarray | None = None
         self._weights: dict[tuple[str, str, str], tuple[Ids, Values]] = {}
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
@@ -273,8 +274,7 @@ class SearcherView:
         ids = lists[0][0]
         for other, _ in lists[1:]:
             ids = np.intersect1d(ids, other, assume_unique=True)
-        if field == analysis.FIELD:  # context is not stored: the bigrams must do
-            ids = np.array([n for n in ids.tolist() if run in self.stored(n).get(analysis.FIELD, "")], dtype=np.int64)
+        ids = np.array([n for n in ids.tolist() if run in self.stored(n).get(analysis.FIELD, "")], dtype=np.int64)
         values = np.zeros(len(ids), dtype=np.float32)
         for other, weights in lists:
             values += weights[np.searchsorted(other, ids)]
@@ -342,6 +342,34 @@ class SearcherView:
             parts = [np.asarray(self._segment_array(sub.reader(), "stamps", _leaf_stamps)) for sub, _ in self._leaves]
             self._stamps = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         return self._stamps
+
+    def neighbours(self, count: int = 2) -> list[np.ndarray]:
+        """For each document, the entry just before it in its file, the one before that, ... (-1 for none).
+
+        Made once per searcher from two columns (a file's key and the line): sorted by file then line,
+        each entry's predecessors are the live entries of the same file just before it.
+        """
+        if self._neighbours is None:
+            keys = self._column("file_key", "q")
+            lines = self._column("file_line", "i")
+            live = np.flatnonzero(self.live() & (keys != 0))  # file records have no key
+            order = live[np.lexsort((lines[live], keys[live]))]
+            found = []
+            for step in range(1, count + 1):
+                before = np.full(self.size, -1, dtype=np.int64)
+                same = keys[order[step:]] == keys[order[:-step]]
+                before[order[step:][same]] = order[:-step][same]
+                found.append(before)
+            self._neighbours = found
+        return self._neighbours
+
+    def _column(self, name: str, typecode: str) -> np.ndarray:
+        """A numeric column of every document, in top-level numbering."""
+        parts = [
+            np.asarray(self._segments.get(sub.reader(), name, analysis.FIELD, _column_of(name, typecode)))
+            for sub, _ in self._leaves
+        ]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
 
     def stamp(self, docnum: int) -> int:
         """One document's stamp."""
@@ -449,9 +477,18 @@ def _leaf_lengths(reader: Any, field: str) -> array[int]:
 
 def _leaf_stamps(reader: Any, field: str) -> array[int]:
     """One segment's stamp column."""
-    if not reader.has_column(_STAMP):
-        return array("q", bytes(8 * reader.doc_count_all()))
-    return numbers(reader.column_reader(_STAMP, translate=False))
+    return _column_of(_STAMP, "q")(reader, field)
+
+
+def _column_of(name: str, typecode: str) -> Callable[[Any, str], array[int]]:
+    """A reader of one segment's numeric column (zeros where a segment lacks it)."""
+
+    def read(reader: Any, field: str) -> array[int]:
+        if not reader.has_column(name):
+            return array(typecode, bytes(array(typecode).itemsize * reader.doc_count_all()))
+        return numbers(reader.column_reader(name, translate=False))
+
+    return read
 
 
 def numbers(column: Any) -> array[int]:

@@ -2,10 +2,11 @@
 
 Relevance is BM25 with the statistics of every partition a query covers (so a
 word rare in one year but common over the years weighs what it weighs over
-the years): for each query word, its exact stem, the longer words it begins
-(weighted `PREFIX_WEIGHT`) and its occurrences in the entries just before (the
-context, weighted `CONTEXT_WEIGHT`, which lifts a short answer whose words sit
-in the question above it). Newer entries break ties. Nothing here touches the
+the years): for each query word, its exact stem and the longer words it begins
+(weighted `PREFIX_WEIGHT`). To an entry's own score is added a part of the
+scores of the entries just before it in its file (its context, weighted
+`CONTEXT_WEIGHT`), which lifts a short answer whose words sit in the question
+above it. Newer entries break ties. Nothing here touches the
 search engine: the engine hands over, per word and field, the documents that
 hold it with their term weights as arrays, and this module combines them for
 a whole partition at once with NumPy (a count of words held and a score per
@@ -22,23 +23,23 @@ from typing import Any
 
 import numpy as np
 
-from braind.analysis import Context, Language, Query, Term, bigrams
+from braind.analysis import Language, Query, Term, bigrams
 
 Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, and a weight for each
 
 PREFIX_WEIGHT = 0.1  # a longer word the query word begins is weaker evidence than the word itself
 CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
+CONTEXT_ENTRIES = 2  # how many entries before an entry make its context
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
 _TIE = 1e-9
 
 
 @dataclass
 class TermMaps:
-    """One query word's postings in one partition: its stem, the longer words it begins, and its context."""
+    """One query word's postings in one partition: its stem and the longer words it begins."""
 
     exact: Postings
     longer: Postings
-    context: Postings
 
     def holders(self) -> np.ndarray:
         """The documents whose own text holds the word."""
@@ -61,29 +62,22 @@ def _member(ids: np.ndarray, docnum: int) -> bool:
 
 @dataclass(frozen=True)
 class TermWeights:
-    """One query word's idf in each of its fields over the whole window, times its field's weight."""
+    """One query word's idf over the whole window, for its stem and for the longer words it begins."""
 
     exact: float
     longer: float
-    context: float
 
 
 @dataclass(frozen=True)
 class Stats:
-    """How many documents hold a word in each field, in one partition or summed over a window."""
+    """How many documents hold a word's stem, and longer words it begins, in one partition or a whole window."""
 
     documents: int
     exact: int
     longer: int
-    context: int
 
     def __add__(self, other: Stats) -> Stats:
-        return Stats(
-            self.documents + other.documents,
-            self.exact + other.exact,
-            self.longer + other.longer,
-            self.context + other.context,
-        )
+        return Stats(self.documents + other.documents, self.exact + other.exact, self.longer + other.longer)
 
 
 def idf(holding: int, documents: int) -> float:
@@ -94,14 +88,12 @@ def idf(holding: int, documents: int) -> float:
 def weights_of(stats: Stats) -> TermWeights:
     """A word's weights from its statistics over the window."""
     n = max(stats.documents, 1)
-    return TermWeights(
-        idf(stats.exact, n), PREFIX_WEIGHT * idf(stats.longer, n), CONTEXT_WEIGHT * idf(stats.context, n)
-    )
+    return TermWeights(idf(stats.exact, n), PREFIX_WEIGHT * idf(stats.longer, n))
 
 
 def stats_of(maps: TermMaps, documents: int) -> Stats:
     """A word's statistics in one partition."""
-    return Stats(documents, len(maps.exact[0]), len(maps.longer[0]), len(maps.context[0]))
+    return Stats(documents, len(maps.exact[0]), len(maps.longer[0]))
 
 
 @dataclass(order=True)
@@ -130,12 +122,14 @@ def rank_documents(
     weights: Sequence[TermWeights],
     allowed: np.ndarray,
     stamps: np.ndarray,
+    neighbours: Sequence[np.ndarray],
     limit: int,
     strict: bool,
 ) -> Ranked:
     """The best `limit` full matches and (unless strict) the best `limit` partial ones of one partition; counts.
 
-    `allowed` says which document numbers the request may see (window, roots, type, not tombstoned).
+    `allowed` says which document numbers the request may see (window, roots, type, not tombstoned);
+    `neighbours` give, for each document, the one before it in its file, the one before that, ... (-1: none).
     """
     size = len(allowed)
     holders = [m.holders() for m in maps]
@@ -144,21 +138,29 @@ def rank_documents(
     partial = np.flatnonzero((count > 0) & (count < len(maps)) & allowed) if len(maps) > 1 else full[:0]
     if not len(full) and (strict or not len(partial)):
         return Ranked([], [], 0, len(partial))
-    score = _scores(maps, weights, size)
-    top_full = _top(full, score, stamps, limit, True)
-    top_partial = [] if strict else _top(partial, score, stamps, limit, False)
+    text = _scores(maps, weights, size)
+    top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True)
+    top_partial = [] if strict else _top(partial, _with_context(partial, text, neighbours), stamps, limit, False)
     return Ranked(top_full, top_partial, len(full), len(partial))
 
 
+def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
+    """The scores of some documents: their own plus CONTEXT_WEIGHT times those of the entries before them."""
+    score = text[docs]
+    for before in neighbours:
+        found = before[docs]
+        score += CONTEXT_WEIGHT * np.where(found >= 0, text[found], 0.0)  # -1: no entry before
+    return score
+
+
 def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int) -> np.ndarray:
-    """Every document's score: each word's weights in its text and context, times the word's idfs."""
+    """Every document's own score: each word's weights in its text, times the word's idfs."""
     ids: list[np.ndarray] = []
     values: list[np.ndarray] = []
     for term_maps, term_weights in zip(maps, weights, strict=True):
         for (found, weight), scale in (
             (term_maps.exact, term_weights.exact),
             (term_maps.longer, term_weights.longer),
-            (term_maps.context, term_weights.context),
         ):
             if len(found):
                 ids.append(found)
@@ -169,8 +171,8 @@ def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int)
 
 
 def _top(docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, full: bool) -> list[Candidate]:
-    """The `limit` best documents, newer first among equal scores (rounded, so sums in another order tie)."""
-    scores = np.round(score[docs], 9)
+    """The `limit` best documents (`score` holds theirs), newer first among equal scores (rounded: sums tie)."""
+    scores = np.round(score, 9)
     if len(docs) > limit:
         cut = np.partition(scores, len(scores) - limit)[len(scores) - limit] - _TIE
         keep = scores >= cut
@@ -182,30 +184,34 @@ def _top(docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, fu
 def score_entry(
     language: Language,
     text: str,
-    context: Context,
+    context: Sequence[str],
     terms: Sequence[Term],
     weights: Sequence[TermWeights],
-    norms: tuple[float, float],
+    norm: float,
 ) -> tuple[float, int]:
     """An uncommitted entry's score, as its document would get it once committed, and how many words it holds.
 
-    `norms` are BM25's length normalisation bases (average text and context lengths) of its partition.
+    `context` holds the texts of the entries just before it; `norm` is its partition's average text length.
     """
+    total = _text_score(language, text, terms, weights, norm)
+    total += CONTEXT_WEIGHT * sum(_text_score(language, other, terms, weights, norm) for other in context)
+    return total, sum(language.holds(text, term) for term in terms)
+
+
+def _text_score(
+    language: Language, text: str, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float
+) -> float:
+    """BM25 of a text's own words."""
     from braind.postings import K1, B  # the engine's BM25 parameters, one source for both paths
 
     counts = language.term_counts(text)
-    context_counts = language.context_counts(context) if context else {}
-    text_norm = K1 * (1 - B + B * sum(counts.values()) / (norms[0] or 1))
-    context_norm = K1 * (1 - B + B * sum(context_counts.values()) / (norms[1] or 1))
-    total, held = 0.0, 0
+    length_norm = K1 * (1 - B + B * sum(counts.values()) / (norm or 1))
+    total = 0.0
     for term, term_weights in zip(terms, weights, strict=True):
         exact, longer = _frequencies(counts, term)
-        held += language.holds(text, term)
-        total += term_weights.exact * _saturate(exact, text_norm, K1) + term_weights.longer * _saturate(
-            longer, text_norm, K1
-        )
-        total += term_weights.context * _saturate(_frequencies(context_counts, term)[0], context_norm, K1)
-    return total, held
+        total += term_weights.exact * _saturate(exact, length_norm, K1)
+        total += term_weights.longer * _saturate(longer, length_norm, K1)
+    return total
 
 
 def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
@@ -214,7 +220,7 @@ def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
     for text in texts:
         frequencies = _frequencies(language.term_counts(text), term)
         exact, longer = exact + (frequencies[0] > 0), longer + (frequencies[1] > 0)
-    return Stats(len(texts), exact, longer, 0)
+    return Stats(len(texts), exact, longer)
 
 
 def _frequencies(counts: dict[str, int], term: Term) -> tuple[int, int]:
