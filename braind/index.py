@@ -787,6 +787,32 @@ class Index:
         ranked.partial.sort(reverse=True)
         return ranked
 
+    def quiet(self) -> bool:
+        """Whether no change is queued or being committed: what the searcher holds is all there is."""
+        with self._lock:
+            return not self._pending and not self._committing
+
+    def view(self) -> postings.SearcherView:
+        """The current searcher's view (caller holds `reading`)."""
+        self._check_open()
+        return self._view_now()
+
+    def entry_documents(self) -> int:
+        """How many entry documents the searcher holds (caller holds `reading`)."""
+        return max(self._view_now().documents() - len(self._records), 0)
+
+    def word_maps(self, term: analysis.Term) -> ranking.TermMaps:
+        """One query word's committed postings, not kept in the view's own cache (caller holds `reading`)."""
+        return _term_maps(self._view_now(), term, cache=False)
+
+    def allowed(self, filters: Filters) -> np.ndarray:
+        """Which committed documents a request may see, for a partition with nothing queued (hold `reading`)."""
+        return self._allowed(filters, [], self._version)
+
+    def entry_of(self, docnum: int) -> Entry:
+        """The entry of one committed document (caller holds `reading`)."""
+        return self._view_now().made(docnum, _entry)
+
     def load(self, candidates: Sequence[ranking.Candidate]) -> list[Entry]:
         """The entries of candidates from rank() (caller holds `reading`)."""
         self._check_open()
@@ -1088,14 +1114,14 @@ def _mask_of(docs: set[int], size: int) -> np.ndarray:
     return mask
 
 
-def _term_maps(view: postings.SearcherView, term: analysis.Term) -> ranking.TermMaps:
+def _term_maps(view: postings.SearcherView, term: analysis.Term, cache: bool = True) -> ranking.TermMaps:
     """One query word's postings in one searcher: its stem and the longer words it begins."""
     if term.cjk:
         run = term.keys[0]
         mode = postings.PREFIX if len(run) == 1 else postings.EXACT if len(run) == 2 else postings.RUN
-        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode), _NOTHING)
-    exact = _best_of([view.weights(analysis.FIELD, key, postings.EXACT) for key in term.keys])
-    longer = _best_of([view.weights(analysis.FIELD, key, postings.LONGER) for key in term.keys])
+        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode, cache), _NOTHING)
+    exact = _best_of([view.weights(analysis.FIELD, key, postings.EXACT, cache) for key in term.keys])
+    longer = _best_of([view.weights(analysis.FIELD, key, postings.LONGER, cache) for key in term.keys])
     return ranking.TermMaps(exact, longer)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from braind import analysis, manifest, ranking
+from braind.combined import MIN_PARTS, Combined, key_of
 from braind.entries import Entry
 from braind.errors import BraindError, Unavailable
 from braind.index import (
@@ -85,6 +86,11 @@ def _from(candidate: ranking.Candidate, part: Index, maps: list[ranking.TermMaps
     return candidate
 
 
+def _filters(key: str, part: Index, since: str | None, roots: Sequence[str] | None, type: str | None) -> Filters:
+    """A partition's filters: no date filter for a year wholly inside the window, no roots filter when all fit."""
+    return Filters(_needed_since(key, since), _tuple(_needed_roots(part, roots)), type)
+
+
 def _tuple(roots: Sequence[str] | None) -> tuple[str, ...] | None:
     """Roots as the filters hold them."""
     return None if roots is None else tuple(roots)
@@ -120,6 +126,7 @@ class PartitionedIndex:
         self._damaged: str | None = None  # why the index was found damaged while running, until rebuilt
         self._changed: dict[str, Changed] | None = None  # writes since a rebuild began, for partitions it starts later
         self.on_damage: Callable[[str], None] = lambda why: None
+        self._combined: Combined | None = None  # the settled partitions as one, see braind/combined.py
 
     # -- opening -----------------------------------------------------------------
 
@@ -378,7 +385,12 @@ class PartitionedIndex:
         with ExitStack() as held:
             for _, part in parts:
                 held.enter_context(part.reading)
-            prepared = [(key, part, *part.term_maps(terms)) for key, part in parts]
+            settled, hot = self._split(parts)
+            prepared: list[tuple[Any, Any, list[ranking.TermMaps], list[ranking.Stats]]] = [
+                (key, part, *part.term_maps(terms)) for key, part in hot
+            ]
+            if settled is not None:
+                prepared.append((None, settled, *settled.term_maps(terms)))
             stats = [ranking.Stats(0, 0, 0)] * len(terms)
             for _, _, _, part_stats in prepared:
                 stats = [total + more for total, more in zip(stats, part_stats, strict=True)]
@@ -387,8 +399,11 @@ class PartitionedIndex:
             partial: list[ranking.Candidate] = []
             total = partial_total = 0
             for key, part, maps, _ in prepared:
-                needed = Filters(_needed_since(key, since), _tuple(_needed_roots(part, roots)), type)
-                ranked = part.rank(terms, maps, weights, needed, limit, strict)
+                if key is None:
+                    each = [_filters(k, p, since, roots, type) for k, p in zip(part.names, part.parts, strict=True)]
+                    ranked = part.rank(maps, weights, each, limit, strict)
+                else:
+                    ranked = part.rank(terms, maps, weights, _filters(key, part, since, roots, type), limit, strict)
                 full += [_from(c, part, maps) for c in ranked.full]
                 partial += [_from(c, part, maps) for c in ranked.partial]
                 total, partial_total = total + ranked.total, partial_total + ranked.partial_total
@@ -397,6 +412,21 @@ class PartitionedIndex:
         found = finish_hits(self.language, parsed, loaded)
         ranked = ranking.Ranked([], [], total, partial_total)
         return make_found(self.language, found, terms, stats, ranked, snippet_chars)
+
+    def _split(self, parts: list[tuple[str, Index]]) -> tuple[Combined | None, list[tuple[str, Index]]]:
+        """The settled partitions (past years with nothing queued) as one, and the others (held locks: caller)."""
+        years = [key for key, _ in parts if key != OTHER]
+        newest = max(years, default=None)
+        settled = [(key, part) for key, part in parts if key not in (OTHER, newest) and part.quiet()]
+        if len(settled) < MIN_PARTS:
+            return None, parts
+        with self._lock:
+            combined = self._combined
+        if combined is None or combined.key != key_of([part for _, part in settled]):
+            combined = Combined(settled)
+            with self._lock:
+                self._combined = combined
+        return combined, [(key, part) for key, part in parts if (key, part) not in settled]
 
     def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
         """Every entry of every partition whose field (fp, key, triggers, type) holds one of the values."""

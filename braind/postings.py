@@ -22,7 +22,7 @@ import threading
 import zlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -42,6 +42,7 @@ Ids = np.ndarray  # document numbers, sorted, distinct
 Values = np.ndarray  # one float per document number
 
 CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
+VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
@@ -170,17 +171,17 @@ class _StoredDocuments:
         return found
 
 
-class _PostingsCache:
-    """Decoded posting lists of every live segment, the least recently used dropped beyond a budget of bytes."""
+class ArrayCache:
+    """Pairs of arrays by key, the least recently used dropped beyond a budget of bytes."""
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
-        self._lists: OrderedDict[tuple[Any, str, bytes], tuple[Ids, Values]] = OrderedDict()
+        self._lists: OrderedDict[Hashable, tuple[Ids, Values]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()  # partitions are searched from several threads
 
-    def get(self, key: tuple[Any, str, bytes], read: Callable[[], tuple[Ids, Values]]) -> tuple[Ids, Values]:
-        """A segment's posting list of a term, decoded on a miss."""
+    def get(self, key: Hashable, read: Callable[[], tuple[Ids, Values]]) -> tuple[Ids, Values]:
+        """The arrays of a key, made by `read` on a miss."""
         with self._lock:
             found = self._lists.get(key)
             if found is not None:
@@ -201,7 +202,7 @@ class _PostingsCache:
 
 
 _STORED = _StoredDocuments(STORED_DOCUMENTS)
-_POSTINGS = _PostingsCache(CACHE_BYTES)
+_POSTINGS = ArrayCache(CACHE_BYTES)
 
 
 class SearcherView:
@@ -220,27 +221,27 @@ class SearcherView:
         self._stamps: np.ndarray | None = None
         self._neighbours: list[np.ndarray] | None = None
         self._live: np.ndarray | None = None
-        self._weights: dict[tuple[str, str, str], tuple[Ids, Values]] = {}
+        self._weights = ArrayCache(VIEW_BYTES)
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
         self.masks: dict[Any, np.ndarray] = {}  # the index's filter masks for this searcher
 
-    def weights(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
+    def weights(self, field: str, key: str, mode: str, cache: bool = True) -> tuple[Ids, Values]:
         """Every live document holding a term (or, by mode, longer terms it begins) and its BM25 term weight.
 
         Modes: EXACT the term itself, LONGER every longer term it begins, PREFIX both (a CJK character),
         RUN every bigram of a CJK run, kept where the stored text holds the run itself. No idf.
         """
-        cache_key = (field, key, mode)
-        found = self._weights.get(cache_key)
-        if found is None:
-            ids, frequencies = self._read(field, key, mode)
-            if mode == RUN:
-                found = ids, frequencies
-            else:
-                norms = self.norms(field)[ids]
-                found = ids, ((K1 + 1) * frequencies / (frequencies + norms)).astype(np.float32)
-            self._weights[cache_key] = found
-        return found
+        if not cache:
+            return self._weigh(field, key, mode)
+        return self._weights.get((field, key, mode), lambda: self._weigh(field, key, mode))
+
+    def _weigh(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
+        """Read a term's postings and weigh them."""
+        ids, frequencies = self._read(field, key, mode)
+        if mode == RUN:
+            return ids, frequencies
+        norms = self.norms(field)[ids]
+        return ids, ((K1 + 1) * frequencies / (frequencies + norms)).astype(np.float32)
 
     def _read(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
         """Document numbers and summed frequencies of a term's postings in every segment, deleted ones left out."""
@@ -434,7 +435,7 @@ def _blocks(data: bytes) -> tuple[Ids, Values]:
         end = position + _BLOCK.size + abs(size)
         body = data[stream.tell() : end]
         deltas, weights, _ = pickle.loads(zlib.decompress(body) if compression else body)
-        ids_parts.append(np.cumsum(np.array(deltas, dtype=np.uint32), dtype=np.uint32))  # each block from 0
+        ids_parts.append(np.cumsum(_uints(deltas), dtype=np.uint32))  # each block counts from 0
         weight_parts.append(_weights(weights, count))
         if size < 0:
             break
@@ -442,12 +443,21 @@ def _blocks(data: bytes) -> tuple[Ids, Values]:
     return np.concatenate(ids_parts), np.concatenate(weight_parts)
 
 
+def _uints(deltas: Any) -> np.ndarray:
+    """A block's delta-encoded numbers: an array's bytes as they are (braind's writer), or a tuple (Whoosh's)."""
+    if isinstance(deltas, array) and deltas.typecode == "I":
+        return np.frombuffer(deltas, dtype=np.uint32)
+    return np.array(deltas, dtype=np.uint32)
+
+
 def _weights(weights: Any, count: int) -> Values:
-    """A block's weights: None for all ones, one float for all equal, else one each."""
+    """A block's weights: None for all ones, one float for all equal, else one each (an array or a tuple)."""
     if weights is None:
         return np.ones(count, dtype=np.float32)
     if isinstance(weights, float):
         return np.full(count, weights, dtype=np.float32)
+    if isinstance(weights, array) and weights.typecode == "f":
+        return np.frombuffer(weights, dtype=np.float32)
     return np.array(weights, dtype=np.float32)
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from whoosh.analysis import IDTokenizer
 from whoosh.codec.whoosh3 import (
     LENGTHS_COLUMN,
@@ -158,7 +159,25 @@ class TermPool:
 
 
 class PostingsWriter(W3PostingsWriter):
-    """Whoosh's W3 postings writer, also taking a whole posting list at once, and inlining as intended."""
+    """Whoosh's W3 postings writer, also taking a whole posting list at once, and inlining as intended.
+
+    A block's numbers and weights are pickled as arrays, not tuples: raw bytes that recall turns into NumPy
+    arrays without a loop, and that Whoosh's readers take as the sequences they expect.
+    """
+
+    def _mini_ids(self) -> Any:
+        """The block's document numbers, delta-encoded (each block starts from 0), as an array."""
+        ids = np.asarray(self._ids, dtype=np.int64)
+        return array("I", np.diff(ids, prepend=0).astype(np.uint32).tobytes())
+
+    def _mini_weights(self) -> Any:
+        """None when every weight is 1, the one weight when all are equal, else an array of them."""
+        weights = np.asarray(self._weights, dtype=np.float32)
+        if bool((weights == 1.0).all()):
+            return None
+        if bool((weights == weights[0]).all()):
+            return float(weights[0])
+        return array("f", weights.tobytes())
 
     def write_all(self, format_: Any, postings: Postings) -> bytes:
         """Write one term's postings, or inline them when short; its term info as bytes."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,3 +203,35 @@ def test_roots_filter_still_applies_when_a_partition_mixes_roots(index: Partitio
     assert [h.entry.text for h in index.search("fig", roots=[ROOT]).hits] == ["shared fig"]
     assert index.search("fig", roots=[ROOT, other]).total == 2
     assert index.search("fig", since="2026-11-03").total == 0
+
+
+def _answers(index: PartitionedIndex, queries: list[str]) -> list[tuple[Any, ...]]:
+    """Everything a search shows, for comparing two ways of answering it."""
+    out = []
+    for query in queries:
+        found = index.search(query, limit=50)
+        hits = [(h.entry.path, h.entry.line, round(h.score, 5), h.match, h.matched) for h in found.hits]
+        out.append((query, found.total, found.partial_total, hits))
+    return out
+
+
+def test_settled_years_searched_as_one_answer_as_each_alone(index: PartitionedIndex, monkeypatch: Any) -> None:
+    rng = random.Random(4)
+    words = ["harbour", "kafka", "oolong", "tea", "lighthouse", "museum", "乌龙茶", "deploy", "deployed"]
+    for year in (2019, 2021, 2022, 2024, 2026):
+        for day in ("01-10", "06-03", "11-21"):
+            texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 5))) for _ in range(12)]
+            index.replace_file(*day_file(f"{year}-{day}", *texts))
+    index.commit()
+    queries = ["harbour museum", "oolong tea kafka", "deploy", "乌龙茶 lighthouse", "What about the museum?"]
+    combined = _answers(index, queries)
+    assert index._combined is not None and len(index._combined.parts) == 4  # 2019-2024; 2026 is the newest
+    monkeypatch.setattr("braind.partitioned.MIN_PARTS", 1000)
+    assert _answers(index, queries) == combined
+    monkeypatch.undo()
+    index.replace_file(*day_file("2021-06-03", "an edited day about the harbour museum"))
+    found = index.search("edited harbour museum")
+    assert found.hits[0].entry.text == "an edited day about the harbour museum"  # while queued: searched alone
+    index.commit()
+    assert index.search("edited harbour museum").hits[0].entry.text == "an edited day about the harbour museum"
+    assert index._combined is not None and len(index._combined.parts) == 4  # rebuilt with the new searcher

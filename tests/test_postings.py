@@ -106,7 +106,7 @@ def test_a_commit_reads_only_the_new_segments_postings(index: Index) -> None:
 
 
 def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> None:
-    cache = postings._PostingsCache(budget=100)
+    cache = postings.ArrayCache(budget=100)
     lists = {name: (np.arange(4, dtype=np.uint32), np.ones(4, dtype=np.float32)) for name in "abc"}  # 32 bytes each
     reads: list[str] = []
 
