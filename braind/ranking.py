@@ -32,6 +32,7 @@ CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
 CONTEXT_ENTRIES = 2  # how many entries before an entry make its context
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
 _TIE = 1e-9
+_BITS = 64  # query words counted with one bit each
 
 
 @dataclass
@@ -132,8 +133,7 @@ def rank_documents(
     `neighbours` give, for each document, the one before it in its file, the one before that, ... (-1: none).
     """
     size = len(allowed)
-    holders = [m.holders() for m in maps]
-    count = np.bincount(np.concatenate(holders), minlength=size) if holders else np.zeros(size, np.int64)
+    count = _counts(maps, size)
     full = np.flatnonzero((count == len(maps)) & allowed)
     partial = np.flatnonzero((count > 0) & (count < len(maps)) & allowed) if len(maps) > 1 else full[:0]
     if not len(full) and (strict or not len(partial)):
@@ -142,6 +142,27 @@ def rank_documents(
     top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True)
     top_partial = [] if strict else _top(partial, _with_context(partial, text, neighbours), stamps, limit, False)
     return Ranked(top_full, top_partial, len(full), len(partial))
+
+
+def _counts(maps: Sequence[TermMaps], size: int) -> np.ndarray:
+    """How many of the query words each document holds (its stem or a longer word it begins, once per word)."""
+    if len(maps) > _BITS:  # beyond one bit a word: count each word's documents, deduplicated
+        return np.bincount(np.concatenate([m.holders() for m in maps]), minlength=size)
+    bits = np.zeros(size, dtype=np.uint64)
+    for bit, term_maps in enumerate(maps):
+        flag = np.uint64(1 << bit)
+        for ids in (term_maps.exact[0], term_maps.longer[0]):
+            bits[ids] = bits[ids] | flag
+    return np.bitwise_count(bits) if hasattr(np, "bitwise_count") else _popcount(bits)
+
+
+def _popcount(bits: np.ndarray) -> np.ndarray:
+    """Set bits of each number (NumPy before 2.0 has no bitwise_count)."""
+    count = np.zeros(len(bits), dtype=np.int64)
+    while bits.any():
+        count += (bits & np.uint64(1)).astype(np.int64)
+        bits = bits >> np.uint64(1)
+    return count
 
 
 def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
