@@ -797,6 +797,11 @@ class Index:
         self._check_open()
         return self._view_now()
 
+    def warm(self) -> None:
+        """Read the searcher's per-segment lexicons and per-document arrays now (caller holds `reading`)."""
+        self._check_open()
+        self._view_now().warm()
+
     def entry_documents(self) -> int:
         """How many entry documents the searcher holds (caller holds `reading`)."""
         return max(self._view_now().documents() - len(self._records), 0)

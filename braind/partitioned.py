@@ -205,7 +205,8 @@ class PartitionedIndex:
         self._thread.start()
 
     def _run(self) -> None:
-        """Commit at most every commit_ms while changes arrive; log and retry on errors."""
+        """Warm the searchers, then commit at most every commit_ms while changes arrive; log and retry on errors."""
+        self._warm()
         while self._wake.wait() and not self._stopping.is_set():
             if self._stopping.wait(self._commit_ms / 1000):
                 return
@@ -222,6 +223,17 @@ class PartitionedIndex:
                 self._report_damage(self._layout_problem())
             finally:
                 self._busy_since = None
+
+    def _warm(self) -> None:
+        """Read what the first searches would (term lexicons, stamps, neighbours), so that they need not."""
+        for part in self._all():
+            if self._stopping.is_set():
+                return
+            try:
+                with part.reading:
+                    part.warm()
+            except Exception:  # a cache: a failure here only means the first search reads it
+                log.debug("could not warm a partition", exc_info=True)
 
     def damage(self) -> str | None:
         """Why the layout or a partition on disk can no longer be used, or None (a full read: only after a failure)."""

@@ -344,6 +344,14 @@ class SearcherView:
             self._stamps = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
         return self._stamps
 
+    def warm(self) -> None:
+        """Read what every search of this searcher needs: each segment's lexicon, stamps, norms, neighbours."""
+        for sub, _ in self._leaves:
+            self._segments.get(sub.reader(), "lexicon", analysis.FIELD, Lexicon.read)
+        self.stamps()
+        self.norms(analysis.FIELD)
+        self.neighbours()
+
     def neighbours(self, count: int = 2) -> list[np.ndarray]:
         """For each document, the entry just before it in its file, the one before that, ... (-1 for none).
 

@@ -235,3 +235,24 @@ def test_settled_years_searched_as_one_answer_as_each_alone(index: PartitionedIn
     index.commit()
     assert index.search("edited harbour museum").hits[0].entry.text == "an edited day about the harbour museum"
     assert index._combined is not None and len(index._combined.parts) == 4  # rebuilt with the new searcher
+
+
+def test_a_started_index_reads_its_lexicons_and_arrays_before_the_first_search(tmp_path: Path) -> None:
+    first = PartitionedIndex(tmp_path / "state", "test")
+    first.open()
+    for year in (2024, 2025, 2026):
+        first.replace_file(*day_file(f"{year}-03-01", "oolong tea", "harbour"))
+    first.close()
+    again = PartitionedIndex(tmp_path / "state", "test")
+    assert again.open() is False
+    again.start()
+    try:
+        parts = again._all()
+
+        def warmed() -> bool:
+            return all(part._view is not None and part._view._neighbours is not None for part in parts)
+
+        wait_until(warmed, 15, "every partition warmed")
+        assert again.search("oolong").total == 3
+    finally:
+        again.close()
