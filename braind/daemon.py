@@ -112,6 +112,8 @@ class Daemon:
             self.dispatch_with_state(),
             max_connections=self.config.server.max_connections,
             read_timeout=float(self.config.server.read_timeout_seconds),
+            idle_timeout=float(self.config.server.idle_timeout_seconds),
+            workers=self.config.server.workers,
             listen_socket=passed[0] if passed else None,
         )
         server.bind()
