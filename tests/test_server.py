@@ -25,6 +25,7 @@ import pytest
 from braind.errors import InvalidParams, MethodNotFound, Unavailable
 from braind.protocol import MAX_LINE
 from braind.server import SocketServer
+from tests.conftest import Daemon, wait_until
 
 WAIT = 10.0
 
@@ -340,6 +341,35 @@ def test_a_thousand_idle_connections_take_no_thread_and_another_client_is_served
         assert threading.active_count() - before <= workers + 2
 
 
+@pytest.mark.usefixtures("many_descriptors")
+def test_the_daemon_raises_its_open_file_limit_to_hold_many_connections(make_daemon: Callable[..., Daemon]) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    daemon = make_daemon(start=False)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited: the daemon starts with too few
+    try:
+        daemon.start(wait=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    wait_until(daemon.ready, 60, "the daemon to be ready")
+    assert daemon.proc is not None
+    assert open_file_limits(daemon.proc.pid) == (hard, hard)
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(patient_peer(daemon.socket)) for _ in range(400)]
+        for n, peer in enumerate(held):
+            peer.send(request("status", n))
+        assert [peer.reply()["id"] for peer in held] == list(range(400))
+        assert daemon.call("status")["state"] == "ready"
+
+
+def open_file_limits(pid: int) -> tuple[int, int]:
+    """A process's soft and hard open-file limits, as the kernel reports them."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError(f"no open-file limit for pid {pid}")
+
+
 def test_the_idle_timeout_closes_only_idle_connections(sock_dir: Path, toy: Toy) -> None:
     server = SocketServer(sock_dir / "s", toy, idle_timeout=1.0, read_timeout=WAIT)
     with server, Peer(server.path) as busy, Peer(server.path) as midline:
@@ -618,6 +648,7 @@ import logging, os, resource, sys, time
 from pathlib import Path
 from braind.client import Client
 from braind.server import SocketServer
+from tests.conftest import Daemon, wait_until
 
 logging.basicConfig(level=logging.WARNING)
 server = SocketServer(Path(sys.argv[1]), lambda method, params: params)
