@@ -136,8 +136,10 @@ class IndexConfig:
 class ServerConfig:
     """Limits of the socket server."""
 
-    max_connections: int = 64
+    max_connections: int = 1024
     read_timeout_seconds: int = 30
+    idle_timeout_seconds: int = 600
+    workers: int = 8
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,10 @@ RANGES: dict[str, tuple[int, int] | tuple[str, ...]] = {
     "watcher.max_wait_ms": (50, 60000),
     "watcher.rescan_seconds": (10, 86400),
     "index.commit_ms": (10, 60000),
-    "server.max_connections": (1, 4096),
+    "server.max_connections": (1, 65536),
     "server.read_timeout_seconds": (1, 3600),
+    "server.idle_timeout_seconds": (1, 86400),
+    "server.workers": (1, 256),
 }
 
 _PATH_KEYS = ("memory_root", "state_dir", "socket")

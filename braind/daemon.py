@@ -6,6 +6,7 @@ import gc
 import logging
 import math
 import os
+import resource
 import signal
 import sys
 import threading
@@ -127,11 +128,14 @@ class Daemon:
     def _server(self) -> SocketServer:
         """The socket server: socket-activated when systemd passes one, else bound here."""
         passed = sdnotify.listen_sockets()
+        _raise_open_file_limit()
         server = SocketServer(
             self.config.socket,
             self.dispatch_with_state(),
             max_connections=self.config.server.max_connections,
             read_timeout=float(self.config.server.read_timeout_seconds),
+            idle_timeout=float(self.config.server.idle_timeout_seconds),
+            workers=self.config.server.workers,
             listen_socket=passed[0] if passed else None,
         )
         server.bind()
@@ -258,6 +262,19 @@ def _settle_memory() -> None:
     """What start-up built lives as long as the daemon: frozen, no full collection walks it again."""
     gc.collect()
     gc.freeze()
+
+
+def _raise_open_file_limit() -> None:
+    """Each connection holds a descriptor: take the soft open-file limit up to the hard one, so 1,000+ fit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("open-file limit left at %d (hard limit %d): %s", soft, hard, exc)
+    else:
+        log.debug("open-file limit raised from %d to %d", soft, hard)
 
 
 def _identity(config: Config) -> str:

@@ -1,22 +1,30 @@
 """The Unix socket face of the daemon: framing, peer checks, limits and a per-request error boundary.
 
-One thread accepts; each connection gets its own thread that answers its lines
-in order, so a client may pipeline. `dispatch` is called from several threads
-at once and must do its own locking.
+One thread runs an event loop: the listener and every connection sit non-blocking
+in one selector, so an idle connection costs a descriptor and a buffer, not a
+thread. Complete lines go to a small pool of worker threads, because a handler
+may wait on the disk, a lock or an approval command. A connection has at most
+one request in flight, so its lines are answered in order and a client may
+pipeline. `dispatch` is called from several threads at once and must do its
+own locking.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import math
 import os
+import queue
 import selectors
 import socket
 import stat
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,13 +37,16 @@ log = logging.getLogger("braind.server")
 Dispatch = Callable[[str, dict[str, Any]], Any]
 
 _CHUNK = 64 * 1024
+_HIGH_WATER = 256 * 1024  # reply bytes a peer has not read yet before its next line waits
 _BACKLOG = 128
+_ACCEPT_BATCH = 64  # connections admitted per turn of the loop, so a flood cannot starve the others
 _PROBE_TIMEOUT = 1.0
-_REFUSAL_TIMEOUT = 1.0
 _STRAGGLER_TIMEOUT = 1.0
 _MIN_BACKOFF = 0.05
 _MAX_BACKOFF = 1.0
 _UCRED = struct.Struct("=iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_INTERNAL = InternalError("internal", "internal error; see the braind log")
 
 
 class SocketServer:
@@ -46,8 +57,10 @@ class SocketServer:
         path: Path,
         dispatch: Dispatch,
         *,
-        max_connections: int = 64,
+        max_connections: int = 1024,
         read_timeout: float = 30.0,
+        idle_timeout: float = 600.0,
+        workers: int = 8,
         grace: float = 5.0,
         listen_socket: socket.socket | None = None,
     ) -> None:
@@ -55,14 +68,27 @@ class SocketServer:
         self._dispatch = dispatch
         self._max_connections = max_connections
         self._read_timeout = read_timeout
+        self._idle_timeout = idle_timeout
         self._grace = grace
         self._listener = listen_socket
         self._owned: tuple[int, int] | None = None
+        self._workers = _Workers(workers)
+        self._selector: selectors.BaseSelector | None = None
+        self._connections: set[_Connection] = set()
+        self._idle: OrderedDict[_Connection, float] = OrderedDict()  # idle since, the longest idle first
+        self._timed: set[_Connection] = set()  # connections with a line or a reply under a deadline
+        self._done: deque[tuple[_Connection, bytes | None]] = deque()  # answered by a worker, for the loop
+        self._wake_pending = False
+        self._listening = False
+        self._backoff = _MIN_BACKOFF
+        self._accept_again: float | None = None
+        self._drain_until: float | None = None
         self._stopping = threading.Event()
+        self._stopped_accepting = threading.Event()
         self._lock = threading.Lock()
-        self._connections: dict[threading.Thread, socket.socket] = {}
-        self._accept_thread: threading.Thread | None = None
+        self._loop_thread: threading.Thread | None = None
         self._waker: socket.socket | None = None
+        self._wake_reader: socket.socket | None = None
         self._closed = False
 
     def __enter__(self) -> SocketServer:
@@ -76,8 +102,7 @@ class SocketServer:
     @property
     def connection_count(self) -> int:
         """How many connections are being served right now."""
-        with self._lock:
-            return len(self._connections)
+        return len(self._connections)
 
     def bind(self) -> None:
         """Listen on the socket path, or adopt the socket passed in by systemd."""
@@ -89,14 +114,18 @@ class SocketServer:
         self._listener.setblocking(False)
 
     def start(self) -> None:
-        """Accept connections in a background thread until close()."""
+        """Serve connections in a background event loop until close()."""
         if self._listener is None:
             raise RuntimeError("bind() must be called before start()")
-        wake_reader, self._waker = socket.socketpair()
-        self._accept_thread = threading.Thread(
-            target=self._accept_loop, args=(self._listener, wake_reader), name="braind-accept", daemon=True
-        )
-        self._accept_thread.start()
+        self._wake_reader, self._waker = socket.socketpair()
+        self._wake_reader.setblocking(False)
+        self._waker.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_reader, _READ, self._on_wake)
+        self._listen()
+        self._workers.start()
+        self._loop_thread = threading.Thread(target=self._loop, name="braind-server", daemon=True)
+        self._loop_thread.start()
 
     def close(self) -> None:
         """Stop accepting, let in-flight requests finish within the grace period, remove our socket."""
@@ -126,14 +155,14 @@ class SocketServer:
         return sock
 
     def _stop_accepting(self) -> None:
-        """Wake and join the accept thread, then close the listening socket."""
+        """Have the loop close the listening socket and start draining; wait until it has."""
         self._stopping.set()
-        if self._waker is not None and self._accept_thread is not None:
-            with self._waker:
-                self._waker.send(b"\0")
-            self._accept_thread.join()
-        if self._listener is not None:
-            self._listener.close()
+        if self._loop_thread is None:
+            if self._listener is not None:
+                self._listener.close()
+            return
+        self._wake()
+        self._stopped_accepting.wait()
 
     def _unlink_if_ours(self) -> None:
         """Remove the socket file only if it is still the one we bound, never a successor's."""
@@ -147,115 +176,338 @@ class SocketServer:
             self.path.unlink(missing_ok=True)
 
     def _drain(self) -> None:
-        """Wake idle connections, give busy ones the grace period, then cut what is left."""
-        self._shutdown_connections(socket.SHUT_RD)
-        self._join_connections(time.monotonic() + self._grace)
-        self._shutdown_connections(socket.SHUT_RDWR)
-        self._join_connections(time.monotonic() + _STRAGGLER_TIMEOUT)
-        if stragglers := self.connection_count:
+        """Wait for the loop to finish its connections, then for the workers to end."""
+        if self._loop_thread is None:
+            return
+        self._loop_thread.join()
+        if stragglers := self._workers.stop(_STRAGGLER_TIMEOUT):
             log.warning("%d requests still running after close; abandoning them", stragglers)
-
-    def _shutdown_connections(self, how: int) -> None:
-        """Shut down every live connection; under the lock, so none is closed underneath us."""
         with self._lock:
-            for conn in self._connections.values():
-                _shutdown(conn, how)
+            if self._waker is not None:
+                self._waker.close()
+                self._waker = None
 
-    def _join_connections(self, deadline: float) -> None:
-        """Wait for connection threads to end, until the deadline."""
+    def _wake(self) -> None:
+        """Interrupt the loop's wait (a worker has answered, or close() was called), once until it looks."""
+        if self._wake_pending:
+            return
+        self._wake_pending = True
         with self._lock:
-            threads = [thread for thread in self._connections if thread is not threading.current_thread()]
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            if self._waker is not None:
+                with contextlib.suppress(OSError):  # full: a wake-up is pending anyway; closed: no loop left
+                    self._waker.send(b"\0")
 
-    def _accept_loop(self, listener: socket.socket, wake_reader: socket.socket) -> None:
-        """Admit connections until close(); no error stops the loop, resource errors back off."""
-        backoff = _MIN_BACKOFF
-        with selectors.DefaultSelector() as selector, wake_reader:
-            selector.register(listener, selectors.EVENT_READ)
-            selector.register(wake_reader, selectors.EVENT_READ)
-            while not self._stopping.is_set():
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        """Turn until close() has drained every connection; no error stops the loop."""
+        assert self._selector is not None
+        try:
+            while not self._drained():
                 try:
-                    self._accept_once(selector, listener)
-                    backoff = _MIN_BACKOFF
-                except OSError as exc:
-                    log.warning("accept failed (%s); retrying in %.2fs", exc, backoff)
-                    self._stopping.wait(backoff)
-                    backoff = min(2 * backoff, _MAX_BACKOFF)
+                    self._turn(self._selector)
                 except Exception:
-                    log.exception("unexpected error while accepting; continuing")
-                    self._stopping.wait(backoff)
+                    log.exception("unexpected error in the socket loop; continuing")
+        finally:
+            self._close_all()
 
-    def _accept_once(self, selector: selectors.BaseSelector, listener: socket.socket) -> None:
-        """Wait for a connection (or close()) and admit it."""
-        selector.select()
-        if self._stopping.is_set():
-            return
-        try:
-            conn, _ = listener.accept()
-        except BlockingIOError:
-            return
-        try:
-            self._admit(conn)
-        except Exception:
-            log.exception("could not admit a connection")
-            conn.close()
+    def _drained(self) -> bool:
+        """Whether close() was called and no connection is left; begins the drain on the first look."""
+        if self._stopping.is_set() and self._drain_until is None:
+            self._begin_drain()
+        return self._drain_until is not None and not self._connections
 
-    def _admit(self, conn: socket.socket) -> None:
-        """Refuse another uid or one connection too many; otherwise serve it in its own thread."""
-        uid = _peer_uid(conn)
+    def _turn(self, selector: selectors.BaseSelector) -> None:
+        """Wait for the next event or deadline, handle what is ready, then what has come due."""
+        due = min(self._deadlines(), default=math.inf)
+        timeout = None if due == math.inf else max(0.0, due - time.monotonic())
+        for key, events in selector.select(timeout):
+            key.data(events)
+        if (now := time.monotonic()) >= due:
+            self._expire(now)
+
+    def _deadlines(self) -> Iterator[float]:
+        """Every moment the loop must wake up for, whatever happens on the sockets."""
+        yield from (conn.deadline() for conn in self._timed)
+        if self._idle:
+            yield next(iter(self._idle.values())) + self._idle_timeout
+        if self._accept_again is not None:
+            yield self._accept_again
+        if self._drain_until is not None:
+            yield self._drain_until
+
+    def _expire(self, now: float) -> None:
+        """Close what has waited too long: stalled lines, unread replies, idle connections; resume accepting."""
+        for conn in [conn for conn in self._timed if conn.deadline() <= now]:
+            log.debug("closing a connection: %s", conn.why_late(now))
+            self._drop(conn)
+        self._expire_idle(now)
+        if self._accept_again is not None and self._accept_again <= now:
+            self._listen()
+        if self._drain_until is not None and self._drain_until <= now:
+            for conn in list(self._connections):
+                self._drop(conn)
+
+    def _expire_idle(self, now: float) -> None:
+        """Close, quietly, the connections idle for longer than idle_timeout."""
+        while self._idle:
+            conn, since = next(iter(self._idle.items()))
+            if since + self._idle_timeout > now:
+                return
+            log.debug("closing a connection idle for %.0f s", now - since)
+            self._drop(conn)
+
+    def _on_wake(self, events: int) -> None:
+        """Take the answers the workers have posted and move their connections on."""
+        assert self._wake_reader is not None
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_reader.recv(4096):
+                pass
+        self._wake_pending = False  # after the bytes are gone, before the answers: a later one wakes us again
+        while self._done:
+            conn, reply = self._done.popleft()
+            conn.busy = False
+            if not conn.closed:
+                if reply is not None:
+                    conn.outbuf += reply
+                self._guarded(conn, self._advance)
+
+    def _begin_drain(self) -> None:
+        """Accept no more, answer no new line, and hang up on each connection once it has nothing in flight."""
+        self._close_listener()
+        self._drain_until = time.monotonic() + self._grace
+        for conn in list(self._connections):
+            conn.closing = True
+            self._guarded(conn, self._advance)
+
+    def _close_all(self) -> None:
+        """The loop's end: every connection, the selector and the wake-up socket closed."""
+        for conn in list(self._connections):
+            self._drop(conn)
+        self._close_listener()
+        if self._selector is not None:
+            self._selector.close()
+        if self._wake_reader is not None:
+            self._wake_reader.close()
+
+    # -- accepting --------------------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        """Watch the listening socket for connections again."""
+        assert self._selector is not None and self._listener is not None
+        self._accept_again = None
+        if not self._listening:
+            self._selector.register(self._listener, _READ, self._on_listener)
+            self._listening = True
+
+    def _close_listener(self) -> None:
+        """Close the listening socket for good and let close() go on."""
+        self._stop_listening()
+        self._accept_again = None
+        if self._listener is not None:
+            self._listener.close()
+        self._stopped_accepting.set()
+
+    def _stop_listening(self) -> None:
+        """Stop watching the listening socket."""
+        if self._listening and self._selector is not None and self._listener is not None:
+            self._selector.unregister(self._listener)
+        self._listening = False
+
+    def _on_listener(self, events: int) -> None:
+        """Admit waiting connections; a resource error (EMFILE) pauses accepting with a growing backoff."""
+        assert self._listener is not None
+        for _ in range(_ACCEPT_BATCH):
+            try:
+                sock, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:
+                continue
+            except OSError as exc:
+                self._pause_accepting(exc)
+                return
+            self._backoff = _MIN_BACKOFF
+            try:
+                self._admit(sock)
+            except Exception:
+                log.exception("could not admit a connection")
+                sock.close()
+
+    def _pause_accepting(self, exc: OSError) -> None:
+        """Stop watching the listener for a while, so the loop neither spins nor stops serving the others."""
+        log.warning("accept failed (%s); retrying in %.2fs", exc, self._backoff)
+        self._stop_listening()
+        self._accept_again = time.monotonic() + self._backoff
+        self._backoff = min(2 * self._backoff, _MAX_BACKOFF)
+
+    def _admit(self, sock: socket.socket) -> None:
+        """Refuse another uid; at the cap make room by closing the longest-idle connection, or refuse busy."""
+        uid = _peer_uid(sock)
         if uid != os.getuid():
             log.warning("refused a connection from uid %d", uid)
-            _refuse(conn, Unavailable("unauthorized", "braind only serves the user it runs as"))
-        elif not self._spawn(conn):
-            log.warning("refused a connection: %d already open", self._max_connections)
-            _refuse(conn, Unavailable("busy", "braind has too many open connections; retry shortly"))
+            _refuse(sock, Unavailable("unauthorized", "braind only serves the user it runs as"))
+        elif len(self._connections) >= self._max_connections and not self._evict_longest_idle():
+            log.warning("refused a connection: %d already open, none of them idle", self._max_connections)
+            _refuse(sock, Unavailable("busy", "braind has too many open connections; retry shortly"))
+        else:
+            self._open(sock)
 
-    def _spawn(self, conn: socket.socket) -> bool:
-        """Serve `conn` in a tracked thread, unless the connection cap is reached."""
-        with self._lock:
-            if len(self._connections) >= self._max_connections:
-                return False
-            thread = threading.Thread(target=self._serve, args=(conn,), name="braind-conn", daemon=True)
-            self._connections[thread] = conn
-            try:
-                thread.start()
-            except RuntimeError:
-                del self._connections[thread]
-                return False
+    def _evict_longest_idle(self) -> bool:
+        """Close the connection that has been idle longest, telling its peer why; False when none is idle."""
+        if not self._idle:
+            return False
+        conn, since = next(iter(self._idle.items()))
+        log.info("closing a connection idle for %.0f s to admit a new one", time.monotonic() - since)
+        with contextlib.suppress(OSError):  # it is idle: nothing of ours is queued before this line
+            conn.sock.send(encode_error(None, Unavailable("busy", "braind closed this idle connection; reconnect")))
+        self._drop(conn)
         return True
 
-    def _serve(self, conn: socket.socket) -> None:
-        """Run one connection to its end, whatever happens, and forget it."""
+    def _open(self, sock: socket.socket) -> None:
+        """Start serving a new connection: non-blocking, watched for its first line."""
+        sock.setblocking(False)
+        conn = _Connection(sock, self._on_connection)
+        self._connections.add(conn)
+        self._guarded(conn, self._settle)
+
+    # -- one connection ---------------------------------------------------------------------------
+
+    def _on_connection(self, conn: _Connection, events: int) -> None:
+        """The selector says the peer sent bytes or has room for ours."""
+        if conn.closed:  # closed by an earlier event of the same turn
+            return
+        self._guarded(conn, self._receive if events & _READ else self._advance)
+
+    def _guarded(self, conn: _Connection, step: Callable[[_Connection], None]) -> None:
+        """Run one step of a connection; an unexpected failure closes that connection, nothing else."""
         try:
-            self._converse(conn)
+            step(conn)
         except Exception:
             log.exception("connection handler failed")
-        finally:
-            with self._lock:
-                del self._connections[threading.current_thread()]
-            conn.close()
+            self._drop(conn)
 
-    def _converse(self, conn: socket.socket) -> None:
-        """Answer lines in order until EOF, a stalled or oversized line, a dead peer, or close()."""
-        reader = _LineReader(conn, self._read_timeout)
-        while not self._stopping.is_set():
+    def _receive(self, conn: _Connection) -> None:
+        """Read what the peer sent; nothing more at EOF; a socket error ends the connection."""
+        try:
+            chunk = conn.sock.recv(_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            log.debug("dropping a connection: %s", exc)
+            self._drop(conn)
+            return
+        conn.inbuf += chunk
+        conn.eof = not chunk
+        self._advance(conn)
+
+    def _advance(self, conn: _Connection) -> None:
+        """Send what is queued, hand on the next line, then hang up or wait, as the connection's state says."""
+        if self._flush(conn):
+            self._next_request(conn)
+            if self._flush(conn):
+                self._settle(conn)
+
+    def _next_request(self, conn: _Connection) -> None:
+        """Hand the next complete line to a worker, unless one is in flight or the peer is behind on replies."""
+        while not (conn.busy or conn.closing) and len(conn.outbuf) < _HIGH_WATER:
             try:
-                line = reader.readline()
-            except BraindError as err:
+                line = conn.next_line()
+            except InvalidRequest as err:
                 log.warning("closing a connection: %s", err)
-                self._send(conn, encode_error(None, err))
+                conn.outbuf += encode_error(None, err)
+                conn.closing = True
                 return
             if line is None:
                 return
+            if line.strip():  # blank lines are not requests and get no answer
+                conn.busy = True
+                self._workers.submit(functools.partial(self._work, conn, line))
+
+    def _flush(self, conn: _Connection) -> bool:
+        """Write queued reply bytes without blocking; False when the peer is gone and the connection dropped."""
+        if not conn.outbuf:
+            return True
+        try:
+            sent = conn.sock.send(conn.outbuf)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as exc:
+            log.debug("dropping a connection: %s", exc)
+            self._drop(conn)
+            return False
+        del conn.outbuf[:sent]
+        if sent or conn.write_deadline is None:  # a peer that reads at all gets read_timeout again
+            conn.write_deadline = time.monotonic() + self._read_timeout
+        return True
+
+    def _settle(self, conn: _Connection) -> None:
+        """Hang up on a finished connection; otherwise set its deadlines, idleness and what to watch for."""
+        if conn.finished():
+            self._drop(conn)
+            return
+        now = time.monotonic()
+        if not conn.outbuf:
+            conn.write_deadline = None
+        if not conn.awaiting_line():
+            conn.line_deadline = None
+        elif conn.line_deadline is None:
+            conn.line_deadline = now + self._read_timeout
+        self._mark(conn, now)
+        self._watch(conn, (_READ if conn.reading() else 0) | (_WRITE if conn.outbuf else 0))
+
+    def _mark(self, conn: _Connection, now: float) -> None:
+        """Keep the idle queue (longest idle first) and the set of connections under a deadline current."""
+        if not conn.idle():
+            self._idle.pop(conn, None)
+        elif conn not in self._idle:
+            self._idle[conn] = now
+        if conn.line_deadline is None and conn.write_deadline is None:
+            self._timed.discard(conn)
+        else:
+            self._timed.add(conn)
+
+    def _watch(self, conn: _Connection, events: int) -> None:
+        """Tell the selector which events of this connection matter now."""
+        assert self._selector is not None
+        if events == conn.events:
+            return
+        if not events:
+            self._selector.unregister(conn.sock)
+        elif not conn.events:
+            self._selector.register(conn.sock, events, conn.ready)
+        else:
+            self._selector.modify(conn.sock, events, conn.ready)
+        conn.events = events
+
+    def _drop(self, conn: _Connection) -> None:
+        """Close a connection and forget it; a reply still being worked out is thrown away when it comes."""
+        if conn.closed:
+            return
+        conn.closed = True
+        if conn.events and self._selector is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(conn.sock)
+        self._connections.discard(conn)
+        self._idle.pop(conn, None)
+        self._timed.discard(conn)
+        conn.sock.close()
+
+    # -- the workers' side ------------------------------------------------------------------------
+
+    def _work(self, conn: _Connection, line: bytes) -> None:
+        """Answer one line on a worker thread and post the reply to the loop, whatever happens."""
+        reply: bytes | None = encode_error(None, _INTERNAL)
+        try:
             reply = self._answer_line(line)
-            if reply is not None and not self._send(conn, reply):
-                return
+        except Exception:
+            log.exception("connection handler failed")
+        finally:
+            self._done.append((conn, reply))
+            self._wake()
 
     def _answer_line(self, line: bytes) -> bytes | None:
         """The reply to one line: one answer, a batch answer, or nothing for notifications."""
-        if not line.strip():
-            return None
         try:
             decoded = decode(line)
         except BraindError as err:
@@ -280,63 +532,100 @@ class SocketServer:
             return encode_error(request.id, err)
         except Exception:
             log.exception("request %r failed", request.method)
-            return encode_error(request.id, InternalError("internal", "internal error; see the braind log"))
-
-    def _send(self, conn: socket.socket, data: bytes) -> bool:
-        """Write a reply; a peer that stopped reading for read_timeout is given up on."""
-        try:
-            conn.settimeout(self._read_timeout)
-            conn.sendall(data)
-        except OSError as exc:
-            log.debug("dropping a connection: %s", exc)
-            return False
-        return True
+            return encode_error(request.id, _INTERNAL)
 
 
-class _LineReader:
-    """Splits a connection's bytes into lines, bounded in size and in the time to complete one."""
+class _Connection:
+    """One client's socket, the bytes on their way in and out, and where its conversation stands."""
 
-    def __init__(self, conn: socket.socket, timeout: float) -> None:
-        self._conn = conn
-        self._timeout = timeout
-        self._buffer = bytearray()
-        self._scanned = 0
-        self._deadline: float | None = None
+    def __init__(self, sock: socket.socket, on_ready: Callable[[_Connection, int], None]) -> None:
+        self.sock = sock
+        self.ready: Callable[[int], None] = functools.partial(on_ready, self)  # the selector's callback
+        self.inbuf = bytearray()
+        self.scanned = 0  # bytes of inbuf already known to hold no newline
+        self.outbuf = bytearray()
+        self.events = 0  # what the selector watches for on this socket
+        self.busy = False  # a request of this connection is with a worker
+        self.closing = False  # answer what is in flight, take no new line, then hang up
+        self.eof = False  # the peer has sent all it will
+        self.closed = False
+        self.line_deadline: float | None = None
+        self.write_deadline: float | None = None
 
-    def readline(self) -> bytes | None:
-        """The next line without its newline; None at EOF or once a started line has stalled."""
-        while (end := self._buffer.find(b"\n", self._scanned)) < 0:
-            self._scanned = len(self._buffer)
-            if self._scanned >= MAX_LINE:
+    def next_line(self) -> bytes | None:
+        """The next complete line without its newline, or None; raises for a line over the limit."""
+        end = self.inbuf.find(b"\n", self.scanned)
+        if end < 0:
+            self.scanned = len(self.inbuf)
+            if self.scanned >= MAX_LINE:
                 raise InvalidRequest("too_large", f"a message is limited to {MAX_LINE} bytes")
-            if not self._fill():
-                return None
+            return None
         if end + 1 > MAX_LINE:
             raise InvalidRequest("too_large", f"a message is limited to {MAX_LINE} bytes")
-        return self._pop(end)
-
-    def _fill(self) -> bool:
-        """Receive more bytes; False at EOF, on a socket error, or past the line's deadline."""
-        timeout = None if self._deadline is None else self._deadline - time.monotonic()
-        if timeout is not None and timeout <= 0:
-            return False
-        try:
-            self._conn.settimeout(timeout)
-            chunk = self._conn.recv(_CHUNK)
-        except OSError:
-            return False
-        if chunk and not self._buffer:
-            self._deadline = time.monotonic() + self._timeout
-        self._buffer += chunk
-        return bool(chunk)
-
-    def _pop(self, end: int) -> bytes:
-        """Take one line off the buffer; what is left starts the next line's deadline."""
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
-        self._scanned = 0
-        self._deadline = time.monotonic() + self._timeout if self._buffer else None
+        line = bytes(self.inbuf[:end])
+        del self.inbuf[: end + 1]
+        self.scanned = 0
         return line
+
+    def reading(self) -> bool:
+        """Whether to read more: the peer keeps up with its replies, and while busy, one chunk ahead at most."""
+        if self.closing or self.eof or len(self.outbuf) >= _HIGH_WATER:
+            return False
+        return not self.busy or len(self.inbuf) < _CHUNK
+
+    def awaiting_line(self) -> bool:
+        """Whether a line has begun and we wait for its end; it must come within read_timeout."""
+        return bool(self.inbuf) and not self.busy and self.reading()
+
+    def idle(self) -> bool:
+        """No request in flight, no line begun, no reply unsent: the connection only costs a descriptor."""
+        return not (self.busy or self.closing or self.inbuf or self.outbuf)
+
+    def finished(self) -> bool:
+        """Nothing left to answer or send, and the peer is done or we are hanging up."""
+        return not (self.busy or self.outbuf) and (self.closing or self.eof)
+
+    def deadline(self) -> float:
+        """The soonest of this connection's deadlines."""
+        return min(self.line_deadline or math.inf, self.write_deadline or math.inf)
+
+    def why_late(self, now: float) -> str:
+        """What the deadline that passed was for, for the log."""
+        if self.write_deadline is not None and self.write_deadline <= now:
+            return "the peer stopped reading its replies"
+        return "a line was not completed in time"
+
+
+class _Workers:
+    """A fixed pool of threads that run handlers off the event loop."""
+
+    def __init__(self, count: int) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._run, name="braind-worker", daemon=True) for _ in range(count)]
+
+    def start(self) -> None:
+        """Start every worker."""
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Queue a job for the next free worker."""
+        self._jobs.put(job)
+
+    def stop(self, timeout: float) -> int:
+        """Let the workers finish their jobs and end, waiting up to `timeout`; how many are still running."""
+        started = [thread for thread in self._threads if thread.ident is not None]
+        for _ in started:
+            self._jobs.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in started:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return sum(thread.is_alive() for thread in started)
+
+    def _run(self) -> None:
+        """Run jobs until told to stop."""
+        while (job := self._jobs.get()) is not None:
+            job()
 
 
 def _prepare_directory(directory: Path) -> None:
@@ -388,17 +677,11 @@ def _peer_uid(conn: socket.socket) -> int:
 
 
 def _refuse(conn: socket.socket, err: BraindError) -> None:
-    """Tell the peer why in one error line, then hang up."""
+    """Tell the peer why in one error line, then hang up; a new socket has room for the line."""
     try:
-        conn.settimeout(_REFUSAL_TIMEOUT)
-        conn.sendall(encode_error(None, err))
+        conn.setblocking(False)
+        conn.send(encode_error(None, err))
     except OSError:
         pass
     finally:
         conn.close()
-
-
-def _shutdown(conn: socket.socket, how: int) -> None:
-    """Shut a socket down, ignoring one the peer already closed."""
-    with contextlib.suppress(OSError):
-        conn.shutdown(how)

@@ -138,10 +138,19 @@ def test_the_client_outlives_a_stopped_daemon(path: Path) -> None:
 
 
 def test_busy_is_reported_when_the_daemon_is_full(path: Path) -> None:
-    with SocketServer(path, dispatch, max_connections=1), Client(path) as first, Client(path) as second:
-        assert first.call("echo") == {}
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(method: str, params: dict[str, Any]) -> Any:
+        entered.set()
+        return release.wait(WAIT)
+
+    with SocketServer(path, hold, max_connections=1), socket.socket(socket.AF_UNIX) as first, Client(path) as second:
+        first.connect(str(path))
+        first.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hold"}\n')
+        assert entered.wait(WAIT)  # a request in flight: not idle, so not closed to make room
         with pytest.raises(Unavailable) as raised:
             second.call("echo")
+        release.set()
         assert raised.value.reason == "busy"
 
 

@@ -322,13 +322,14 @@ def test_a_silent_client_blocks_no_one(hostile: Daemon) -> None:
     finish(hostile)
 
 
-def test_silent_clients_up_to_the_cap_get_the_next_one_told_busy(hostile: Daemon) -> None:
+def test_silent_clients_up_to_the_cap_make_room_for_the_next_one(hostile: Daemon) -> None:
     with contextlib.ExitStack() as stack:
-        for _ in range(CAP):
-            stack.enter_context(admitted(hostile))
+        silent = [stack.enter_context(admitted(hostile)) for _ in range(CAP)]
         with Raw(hostile.socket) as late:
-            assert error_of(late.reply()) == (APPLICATION, "busy")
-            assert late.rest() == b""
+            assert late.call("status")["result"]["state"] == "ready"
+        assert error_of(silent[0].reply()) == (APPLICATION, "busy")  # the longest silent one was closed
+        assert silent[0].rest() == b""
+        assert all("result" in peer.call("status") for peer in silent[1:])
     finish(hostile)
 
 

@@ -300,6 +300,35 @@ def syscalls_by_thread(log: Path) -> dict[str, list[str]]:
     return threads
 
 
+def syscall_lines(log: Path) -> dict[str, list[tuple[int, int]]]:
+    """For each thread, the log lines on which each of its calls began and returned, indexed as syscalls_by_thread."""
+    lines: dict[str, list[tuple[int, int]]] = {}
+    for number, line in enumerate(log.read_text(errors="replace").splitlines()):
+        tid, _, call = line.partition(" ")
+        spans = lines.setdefault(tid, [])
+        if call.strip().startswith("<..."):
+            spans[-1] = (spans[-1][0], number)
+        else:
+            spans.append((number, number))
+    return lines
+
+
+def first_reply(threads: dict[str, list[str]], lines: dict[str, list[tuple[int, int]]], after: int) -> int:
+    """The log line on which the first reply begun after line `after` began, whichever thread sent it.
+
+    Replies are written by the server's event loop, not by the worker thread that wrote and synced,
+    so the order that matters is the one strace saw across threads.
+    """
+    starts = [
+        lines[tid][n][0]
+        for tid, calls in threads.items()
+        for n, call in enumerate(calls)
+        if call.startswith("sendto(") and "result" in call and lines[tid][n][0] > after
+    ]
+    assert starts, f"no reply sent after line {after}"
+    return min(starts)
+
+
 def first(calls: list[str], predicate: Callable[[str], bool], after: int = -1) -> int:
     """The index of the first call after `after` that matches; fails the test when there is none."""
     for number in range(after + 1, len(calls)):
@@ -327,13 +356,13 @@ def test_real_daemon_writes_then_fsyncs_then_replies(daemon: Daemon) -> None:
         tracer.wait(30)
         assert daemon.proc is not None
         resume(daemon.proc.pid)
-    threads = syscalls_by_thread(log)
-    append = next(c for c in threads.values() if any("ordered append heron\\n" in x for x in c))
+    threads, lines = syscalls_by_thread(log), syscall_lines(log)
+    tid, append = next((t, c) for t, c in threads.items() if any("ordered append heron\\n" in x for x in c))
     at = first(append, lambda c: c.startswith("write(") and "ordered append heron\\n" in c)
     diary_fd = append[at].split("(", 1)[1].split(",", 1)[0]
     synced = first(append, lambda c: c.startswith(f"fsync({diary_fd})") and c.endswith("= 0"), at)
-    assert first(append, lambda c: c.startswith("sendto(") and "result" in c, at) > synced
-    rewrite = next(c for c in threads.values() if any(".MEMORY.md.braind-tmp" in x for x in c))
+    assert first_reply(threads, lines, lines[tid][at][0]) > lines[tid][synced][1]
+    tid, rewrite = next((t, c) for t, c in threads.items() if any(".MEMORY.md.braind-tmp" in x for x in c))
     opened = first(rewrite, lambda c: c.startswith("openat(") and ".MEMORY.md.braind-tmp" in c)
     tmp_fd = fd_of(rewrite[opened])
     wrote = first(rewrite, lambda c: c.startswith(f"write({tmp_fd},") and "ordered rewrite heron" in c, opened)
@@ -341,7 +370,7 @@ def test_real_daemon_writes_then_fsyncs_then_replies(daemon: Daemon) -> None:
     renamed = first(rewrite, lambda c: c.startswith("rename") and '"MEMORY.md"' in c, synced)
     dir_fd = rewrite[renamed].split("(", 1)[1].split(",", 1)[0]
     dir_synced = first(rewrite, lambda c: c.startswith(f"fsync({dir_fd})") and c.endswith("= 0"), renamed)
-    assert first(rewrite, lambda c: c.startswith("sendto(") and "result" in c, renamed) > dir_synced
+    assert first_reply(threads, lines, lines[tid][renamed][0]) > lines[tid][dir_synced][1]
     assert daemon.stop() == 0, f"{stopped_threads_text(daemon)}\n{warnings(daemon)[-3000:]}"
     assert_index_matches_files(daemon)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import selectors
 import shutil
 import socket
@@ -24,6 +25,7 @@ import pytest
 from braind.errors import InvalidParams, MethodNotFound, Unavailable
 from braind.protocol import MAX_LINE
 from braind.server import SocketServer
+from tests.conftest import Daemon, wait_until
 
 WAIT = 10.0
 
@@ -55,6 +57,8 @@ class Toy:
         self.entered = threading.Event()
         self.release = threading.Event()
         self.noted: list[dict[str, Any]] = []
+        self.waiting = 0  # slow requests in flight right now
+        self._count = threading.Lock()
 
     def __call__(self, method: str, params: dict[str, Any]) -> Any:
         if method == "echo":
@@ -74,9 +78,15 @@ class Toy:
 
     def slow(self) -> str:
         """Block until the test releases us, so a request can be caught in flight."""
+        with self._count:
+            self.waiting += 1
         self.entered.set()
-        if not self.release.wait(WAIT):
-            raise TimeoutError("the test never released the slow method")
+        try:
+            if not self.release.wait(WAIT):
+                raise TimeoutError("the test never released the slow method")
+        finally:
+            with self._count:
+                self.waiting -= 1
         return "done"
 
 
@@ -107,7 +117,11 @@ class Peer:
     def __init__(self, address: Path | str) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(WAIT)
-        self.sock.connect(str(address))
+        try:
+            self.sock.connect(str(address))
+        except OSError:
+            self.sock.close()
+            raise
         self.reader = self.sock.makefile("rb")
 
     def __enter__(self) -> Peer:
@@ -138,6 +152,17 @@ class Peer:
             return self.reader.read()
         except ConnectionResetError:
             return b""
+
+
+def patient_peer(address: Path | str) -> Peer:
+    """Connect, waiting while the listen backlog is full (a Unix socket then refuses with EAGAIN)."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            return Peer(address)
+        except BlockingIOError:
+            assert time.monotonic() < deadline, "the server never made room in its backlog"
+            time.sleep(0.001)
 
 
 def reason(reply: dict[str, Any]) -> str:
@@ -256,15 +281,153 @@ def test_an_oversized_line_is_refused_and_the_connection_closed(server: SocketSe
     assert still_serves(server.path)
 
 
-def test_connections_beyond_the_cap_are_told_busy(sock_dir: Path, toy: Toy) -> None:
+def test_beyond_the_cap_the_longest_idle_connection_makes_room(sock_dir: Path, toy: Toy) -> None:
     with SocketServer(sock_dir / "s", toy, max_connections=2) as server, Peer(server.path) as first:
         with Peer(server.path) as second:
             assert first.call("echo")["id"] == second.call("echo")["id"] == 1
+            assert second.call("echo", 2)["id"] == 2  # second was used last: first has been idle longer
+            with Peer(server.path) as third:
+                assert third.call("echo", 3)["id"] == 3
+                assert reason(first.reply()) == "busy"
+                assert first.rest() == b""
+                assert second.call("echo", 4)["id"] == 4
+                assert server.connection_count == 2
+        wait_for(lambda: server.connection_count == 0)
+        assert still_serves(server.path)
+
+
+def test_when_every_connection_has_a_request_in_flight_a_new_one_is_told_busy(sock_dir: Path, toy: Toy) -> None:
+    with SocketServer(sock_dir / "s", toy, max_connections=2) as server:
+        with Peer(server.path) as first, Peer(server.path) as second:
+            first.send(request("slow", 1))
+            second.send(request("slow", 2))
+            wait_for(lambda: toy.waiting == 2)
             with Peer(server.path) as third:
                 assert reason(third.reply()) == "busy"
                 assert third.rest() == b""
-        wait_for(lambda: server.connection_count == 1)
+            toy.release.set()
+            assert first.reply()["result"] == second.reply()["result"] == "done"
         assert still_serves(server.path)
+
+
+IDLE_PEERS = 1000
+
+
+@pytest.fixture
+def many_descriptors() -> Iterator[None]:
+    """Room in this process for both ends of IDLE_PEERS connections, or a skip saying why there is none."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = 2 * IDLE_PEERS + 256
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        pytest.skip(f"the hard open-file limit is {hard}; {needed} descriptors are needed")
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.usefixtures("many_descriptors")
+def test_a_thousand_idle_connections_take_no_thread_and_another_client_is_served(sock_dir: Path, toy: Toy) -> None:
+    workers = 4
+    before = threading.active_count()
+    with SocketServer(sock_dir / "s", toy, workers=workers) as server, contextlib.ExitStack() as stack:
+        idle = [stack.enter_context(patient_peer(server.path)) for _ in range(IDLE_PEERS)]
+        wait_for(lambda: server.connection_count == IDLE_PEERS)
+        assert threading.active_count() - before <= workers + 2
+        assert still_serves(server.path)
+        for n, peer in enumerate(idle):
+            peer.send(request("echo", n))
+        assert [peer.reply()["id"] for peer in idle] == list(range(IDLE_PEERS))
+        assert threading.active_count() - before <= workers + 2
+
+
+@pytest.mark.usefixtures("many_descriptors")
+def test_the_daemon_raises_its_open_file_limit_to_hold_many_connections(make_daemon: Callable[..., Daemon]) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    daemon = make_daemon(start=False)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))  # inherited: the daemon starts with too few
+    try:
+        daemon.start(wait=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    wait_until(daemon.ready, 60, "the daemon to be ready")
+    assert daemon.proc is not None
+    assert open_file_limits(daemon.proc.pid) == (hard, hard)
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(patient_peer(daemon.socket)) for _ in range(400)]
+        for n, peer in enumerate(held):
+            peer.send(request("status", n))
+        assert [peer.reply()["id"] for peer in held] == list(range(400))
+        assert daemon.call("status")["state"] == "ready"
+
+
+def open_file_limits(pid: int) -> tuple[int, int]:
+    """A process's soft and hard open-file limits, as the kernel reports them."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError(f"no open-file limit for pid {pid}")
+
+
+def test_the_idle_timeout_closes_only_idle_connections(sock_dir: Path, toy: Toy) -> None:
+    server = SocketServer(sock_dir / "s", toy, idle_timeout=1.0, read_timeout=WAIT)
+    with server, Peer(server.path) as busy, Peer(server.path) as midline:
+        busy.send(request("slow", 1))
+        assert toy.entered.wait(WAIT)
+        line = request("echo", 2)
+        midline.send(line[:10])
+        with Peer(server.path) as idle:
+            assert idle.call("echo", 3)["id"] == 3
+            assert idle.rest() == b""  # closed without a word, idle_timeout after its reply
+        midline.send(line[10:])  # opened before idle, mid-line ever since, and still served
+        assert midline.reply()["id"] == 2
+        toy.release.set()
+        assert busy.reply() == {"jsonrpc": "2.0", "id": 1, "result": "done"}
+
+
+def test_a_peer_that_never_reads_its_replies_is_dropped_and_the_others_go_on(sock_dir: Path, toy: Toy) -> None:
+    outcome: list[str] = []
+    with SocketServer(sock_dir / "s", toy, read_timeout=0.5) as server, Peer(server.path) as hog:
+
+        def flood() -> None:
+            """Pipeline requests with big replies and never read one; ends when the server hangs up."""
+            try:
+                for n in range(1000):
+                    hog.sock.sendall(request("echo", n, pad="x" * 65536))
+            except (BrokenPipeError, ConnectionResetError):
+                outcome.append("hung up")
+            except TimeoutError:
+                outcome.append("stuck")
+            else:
+                outcome.append("still open")
+
+        writer = threading.Thread(target=flood, name="hog")
+        writer.start()
+        try:
+            assert still_serves(server.path)
+            writer.join(WAIT)
+            dropped = not writer.is_alive()
+        finally:
+            with contextlib.suppress(OSError):  # cut already, or stuck: unblock the flood either way
+                hog.sock.shutdown(socket.SHUT_RDWR)
+            writer.join()
+        assert dropped, "the server kept a peer that never read its replies"
+        assert outcome == ["hung up"]
+        assert still_serves(server.path)
+
+
+def test_a_slow_request_holds_up_only_its_own_connection(server: SocketServer, toy: Toy) -> None:
+    with Peer(server.path) as slow, Peer(server.path) as other:
+        slow.send(request("slow", 1) + request("echo", 2) + request("echo", 3))
+        assert toy.entered.wait(WAIT)
+        assert [other.call("echo", n)["id"] for n in range(10, 13)] == [10, 11, 12]
+        slow.sock.settimeout(0.0)
+        with pytest.raises(BlockingIOError):
+            slow.sock.recv(1)  # echo 2 waits for slow 1: a connection's lines are answered in order
+        slow.sock.settimeout(WAIT)
+        toy.release.set()
+        assert [slow.reply()["id"] for _ in range(3)] == [1, 2, 3]
 
 
 def test_a_stalled_line_is_cut_off_but_an_idle_connection_is_kept(sock_dir: Path, toy: Toy) -> None:
@@ -485,6 +648,7 @@ import logging, os, resource, sys, time
 from pathlib import Path
 from braind.client import Client
 from braind.server import SocketServer
+from tests.conftest import Daemon, wait_until
 
 logging.basicConfig(level=logging.WARNING)
 server = SocketServer(Path(sys.argv[1]), lambda method, params: params)
