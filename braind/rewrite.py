@@ -496,12 +496,11 @@ class Rewriter:
             *(Path("logs", n[: -len(CARRY)]) for n in _names(root, "logs") if n.endswith(CARRY)),
         ):
             target = Target(root, rel)
-            journal = root.joinpath(*target.backups(), rel.name + CARRY)
-            if not journal.is_file() or journal.is_symlink():
-                continue
-            self._pending[target.path] = [journal.read_bytes()]
-            if self.look_back(target):
-                done.append(f"put in {target.path} the text a crash had left in {journal}")
+            carried = _read_journal(target)
+            if carried:
+                self._pending[target.path] = [carried]
+                if self.look_back(target):
+                    done.append(f"put in {target.path} the text a crash had left in its {CARRY} journal")
         return done
 
     def _carry_late(self, target: Target, dir_fd: int, fd: int, base: bytes, late: bytes) -> bytes:
@@ -727,6 +726,20 @@ def _journal(target: Target, pending: bytes) -> None:
         else:
             _unlink_quietly(bak_fd, target.name + CARRY)
             os.fsync(bak_fd)
+    finally:
+        os.close(bak_fd)
+
+
+def _read_journal(target: Target) -> bytes:
+    """The bytes a crashed daemon was still carrying into a file (none when there is no journal)."""
+    try:
+        bak_fd = open_dir(target.root, target.backups())
+    except (OSError, BraindError):
+        return b""
+    try:
+        return _read_name(bak_fd, target.name + CARRY)
+    except OSError:
+        return b""
     finally:
         os.close(bak_fd)
 

@@ -218,7 +218,13 @@ def check_race(case: Case, race: Race, mode: str) -> dict[str, int]:
     if case.replaces:  # the unit holds the last acknowledged value, or one an editor's late save brought back
         body = list(found)
         assert body == [acked[-1].value] or (gone and len(body) == 1 and body[0] in {a.value for a in acked}), body
-    return {"editor": len(race.editor_lines), "braind": len(acked), "busy": len(race.acks) - len(acked)}
+    busy = len(race.acks) - len(acked)
+    return {
+        "editor": len(race.editor_lines),
+        "braind": len(acked),
+        "busy": busy,
+        "overwritten by the editor": len(gone),
+    }
 
 
 def race_once(make_daemon: Callable[..., Daemon], name: str, mode: str, seconds: float) -> dict[str, int]:

@@ -450,3 +450,20 @@ def test_leftovers_from_older_versions_are_cleaned_at_start(make_daemon: Callabl
     assert (bak / "logs" / "notes.md.bak").read_text() == LOGFILE.format(day=today())
     assert (d.root / "MEMORY.md").read_text() == MEMORY
     assert_index_matches_files(d)
+
+
+def test_text_a_crash_left_being_carried_over_is_put_in_at_start(make_daemon: Callable[..., Daemon]) -> None:
+    """`<name>.carry` holds what was on its way into a file when braind died; the next start puts it in, once."""
+    d = make_daemon(start=False)
+    hand_written(d)
+    bak = d.root / ".braind" / "bak"
+    (bak / "logs").mkdir(parents=True)
+    (bak / "MEMORY.md.carry").write_text("a line an editor appended to an old version\n")
+    (bak / "logs" / "notes.md.carry").write_text("omega body\n")  # already in the file: not added again
+    d.start()
+    assert (d.root / "MEMORY.md").read_text() == MEMORY + "a line an editor appended to an old version\n"
+    assert (d.root / "logs" / "notes.md").read_text() == LOGFILE.format(day=today())
+    assert not list(bak.rglob("*.carry"))
+    assert "put in " in d.log_text() and str(d.root / "MEMORY.md") in d.log_text()
+    d.wait_recall("editor appended", "omega\nomega body\na line an editor appended to an old version")
+    assert_index_matches_files(d)
