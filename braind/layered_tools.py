@@ -224,14 +224,21 @@ class LayeredMemory:
         """Change one file under the write lock and re-index it before answering."""
         with self.memory.syncer.lock:
             self._claim(root)
-            known = self.memory.index.record(str(root.path / rel))
             try:
-                result = store.edit(self.rewriter, root, rel, change, known.size if known else None, append)
+                result = store.edit(self.rewriter, root, rel, change, self._indexed_size(root, rel), append)
                 self.memory.syncer.sync_file(root, rel)
             finally:  # what other programs still wrote to the file's earlier versions, even when this edit failed
                 if self.rewriter.look_back(Target(root.path, rel)):
                     self.memory.syncer.sync_file(root, rel)
         return result
+
+    def _indexed_size(self, root: Root, rel: Path) -> int | None:
+        """The file's size as last indexed, a hint of what it held before an editor emptied it (the index may fail)."""
+        try:
+            record = self.memory.index.record(str(root.path / rel))
+        except Exception:  # a damaged index is repaired in the background; the write does not need it
+            return None
+        return record.size if record else None
 
     def _claim(self, root: Root) -> None:
         """Before a write: the root exists (created on first write) and this daemon holds its lock."""

@@ -12,13 +12,21 @@ of what Linux does offer (the caller holds the daemon's write lock):
    it gained at its end meanwhile (an append) is carried into the temp file; any other change
    starts the rewrite over on the new text.
 5. Hard-link the old inode beside the backup, then swap the temp file and the file with one
-   `renameat2(RENAME_EXCHANGE)`, and check that the inode swapped out is the one read: another
-   program's rename that slipped in is swapped back in, and the rewrite starts over on it.
-6. Look at the old inode again through the kept descriptor. An append that reached it after the
-   compare is appended to the new file; any other write is swapped back and the rewrite starts
-   over. The old inode becomes the `.bak` and stays watched: an append that still reaches it
-   (a program holding the old file open) is carried over at the next write to the file, after
-   the request's index update, and when the daemon stops.
+   `renameat2(RENAME_EXCHANGE)`, and look at what came out. A file another program renamed in
+   just before (vim's save) comes out instead of the one read: what it adds to the bytes
+   compared is appended to the new version; any other change of it is swapped back in and the
+   rewrite redone on it.
+6. Look at the old inode once more through the kept descriptor. A write that reached it in the
+   last moment comes from a program holding it open (an appender, an in-place save): it is
+   swapped back in and the rewrite redone, and what reached braind's version meanwhile goes
+   into the next one. Otherwise the old inode becomes the `.bak` and stays watched.
+
+Bytes that reach a version no longer in place are never appended in place (the program that
+wrote them may be truncating the file right now): they go into the next version braind swaps
+in, at the next write to the file, after the request's index update, or when the daemon stops,
+and are journaled in `<name>.carry` until then. Carried bytes that a save from an older read
+drops again within a few seconds are carried again; bytes a version already holds are never
+added twice.
 
 Attempts are bounded; a file that never holds still gets `busy`, with nothing changed. A pure
 append (new text = old text + more) is one `O_APPEND` write instead, checked afterwards to have
@@ -100,7 +108,7 @@ class Snapshot:
 
 @dataclass
 class _Watched:
-    """The old inode of a file's last rewrite, with the bytes it held once nothing more reached it."""
+    """An inode that left a file's name, with the bytes it held when it left (later ones are late writes)."""
 
     target: Target
     fd: int
