@@ -21,11 +21,12 @@ from braind.errors import BraindError
 from braind.methods import build, dispatcher
 from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
+from braind.rewrite import clean_leftovers
 from braind.roots import Root, ensure_root
 from braind.server import SocketServer
 from braind.service import Memory
-from braind.statelock import StateLock
-from braind.sync import Syncer
+from braind.statelock import RootLocks, StateLock
+from braind.sync import Syncer, root_available
 from braind.watcher import Watcher
 
 log = logging.getLogger("braind")
@@ -58,6 +59,10 @@ class Daemon:
         )
         self.memory.health = self.watcher.health
         self.memory.root_created = self.watcher.check_roots
+        self.owner = {"state_dir": str(config.state_dir), "socket": str(config.socket)}
+        self.locks = RootLocks(self.owner)
+        self.locks.claimed = self._claimed
+        self.memory.claim = self.syncer.states.claim = self.locks.claim
         self.index.on_damage = self.on_index_damage
         self._repair: threading.Thread | None = None
         self._repair_lock = threading.Lock()
@@ -70,7 +75,7 @@ class Daemon:
     def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""
         sys.setswitchinterval(SWITCH_INTERVAL_S)
-        with StateLock(self.config.state_dir):
+        with StateLock(self.config.state_dir, self.owner):
             self._install_signals()
             try:
                 self.start()
@@ -80,9 +85,13 @@ class Daemon:
 
     def start(self) -> None:
         """Bring every part up in dependency order and tell systemd when ready."""
+        for root in self.memory.roots():
+            if root_available(root) and _has_files(root.path):
+                self.locks.claim(root)  # another daemon's root: refuse to start; an empty one is claimed when written
         fresh = self.index.open()
         self._create_new_user_root()
         self.index.start()
+        self._recover()
         self.watcher.start()
         self.server = self._server()
         self.server.start()
@@ -164,10 +173,29 @@ class Daemon:
         self.watcher.stop()
         if self._repair is not None:
             self._repair.join()
+        self.memory.layered.close()
         self.syncer.states.close()
         self.index.close()
+        self.locks.release()
         self.state = "stopped"
         log.info("stopped")
+
+    def _claimed(self, root: Root) -> None:
+        """A root is ours now: clean up what a crashed braind left in it, and complete its compact.log."""
+        for done in clean_leftovers(root.path):
+            log.info("clean-up of %s: %s", root.path, done)
+        for done in self.memory.typed.finish_intents(root):
+            log.info("clean-up of %s: %s", root.path, done)
+        self.syncer.states.of(root).repair_compact_log()
+        if self.state != "starting":  # at start the index opens later: _recover and reconcile do it then
+            self._recover([root])
+            self.memory.typed.reconcile_status(root)
+
+    def _recover(self, roots: list[Root] | None = None) -> None:
+        """Put in the text a crashed braind was still carrying over into files of these roots (all by default)."""
+        for root in roots or [r for r in self.memory.roots() if root_available(r)]:
+            for done in self.memory.layered.recover(root):
+                log.info("clean-up of %s: %s", root.path, done)
 
     def on_index_damage(self, why: str) -> None:
         """Index callback: repair and rebuild in the background while requests keep being answered."""
@@ -251,6 +279,12 @@ class Daemon:
 
         signal.signal(signal.SIGTERM, handler)
         signal.signal(signal.SIGINT, handler)
+
+
+def _has_files(path: Path) -> bool:
+    """True when a directory holds anything (an empty one may be a mount point whose disk is away)."""
+    with os.scandir(path) as entries:
+        return any(True for _ in entries)
 
 
 def _one_line(text: str) -> str:

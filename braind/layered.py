@@ -27,7 +27,7 @@ import yaml
 
 from braind.entries import Entry
 from braind.errors import Ambiguous, ForbiddenHeading, NotFound, Rejected
-from braind.validate import Problem, _line_problem
+from braind.validate import Problem, _line_problem, conflicts
 
 LOG_TYPES = ("user", "feedback", "project", "situation", "reference")
 DEFAULT_LOG_TYPE = "project"
@@ -78,6 +78,7 @@ class Parsed:
     meta: LogMeta | None = None
     skip: set[int] = field(default_factory=set)
     problems: list[tuple[int, str, str]] = field(default_factory=list)
+    conflicted: frozenset[int] = frozenset()  # lines of git merge conflicts: never text, never headings
 
 
 def nfc(text: str) -> str:
@@ -109,7 +110,7 @@ def parse_memory(text: str, max_line_bytes: int) -> Parsed:
     """MEMORY.md: a preamble, then one unit per `## name` section."""
     parsed = Parsed(text.split("\n"), [])
     _check_lines(parsed, max_line_bytes)
-    parsed.units = _units(parsed.lines, 0, _section)
+    parsed.units = _units(parsed.lines, 0, _section, parsed.conflicted)
     return parsed
 
 
@@ -119,7 +120,7 @@ def parse_logfile(text: str, max_line_bytes: int) -> Parsed:
     _check_lines(parsed, max_line_bytes)
     start, data = _frontmatter(parsed)
     parsed.meta = _log_meta(parsed, data, start, text)
-    parsed.units = _units(parsed.lines, start, _entry)
+    parsed.units = _units(parsed.lines, start, _entry, parsed.conflicted)
     for unit in parsed.units:
         if unit.stamp and not unit.date:
             message = f"{unit.stamp} is not a real date and time; the entry is read without one"
@@ -128,10 +129,14 @@ def parse_logfile(text: str, max_line_bytes: int) -> Parsed:
 
 
 def _check_lines(parsed: Parsed, max_line_bytes: int) -> None:
-    """Overlong lines and lines with control characters are skipped and reported, as in a diary."""
+    """Overlong lines, lines with control characters and git conflicts are skipped and reported, as in a diary."""
+    found = conflicts(parsed.lines)
+    parsed.conflicted = found.hidden()
+    parsed.skip |= parsed.conflicted
+    parsed.problems += [(index + 1, "conflict_markers", message) for index, message in found.markers]
     for number, line in enumerate(parsed.lines, start=1):
         problem = _line_problem(bare(line), max_line_bytes)
-        if problem is not None:
+        if problem is not None and number - 1 not in parsed.conflicted:
             parsed.skip.add(number - 1)
             parsed.problems.append((number, *problem))
 
@@ -206,9 +211,11 @@ def _loose_description(parsed: Parsed, data: dict[str, Any] | None, start: int, 
     return next((h for line in parsed.lines[start:] if (h := heading1(line))), None)
 
 
-def _units(lines: list[str], start: int, make: Callable[[str, int, int], Unit]) -> list[Unit]:
-    """The preamble (if it holds text) and one unit per `##` heading from line `start` on."""
-    heads = [i for i in range(start, len(lines)) if heading2(lines[i]) is not None]
+def _units(
+    lines: list[str], start: int, make: Callable[[str, int, int], Unit], conflicted: frozenset[int]
+) -> list[Unit]:
+    """The preamble (if it holds text) and one unit per `##` heading from line `start` on (not inside a conflict)."""
+    heads = [i for i in range(start, len(lines)) if i not in conflicted and heading2(lines[i]) is not None]
     stops = [*heads[1:], len(lines)][: len(heads)]
     units = [make(heading2(lines[h]) or "", h, end) for h, end in zip(heads, stops, strict=True)]
     preamble = _preamble(lines, start, heads[0] if heads else len(lines))
@@ -506,4 +513,5 @@ def load(
         return [], []
     parsed = parse_memory(text, max_line_bytes) if kind == "memory" else parse_logfile(text, max_line_bytes)
     entries = to_entries(parsed, root, realm, path, "section" if kind == "memory" else "logentry")
-    return entries, [Problem(path, line, reason, message) for line, reason, message in parsed.problems]
+    problems = sorted(parsed.problems, key=lambda p: p[0])
+    return entries, [Problem(path, line, reason, message) for line, reason, message in problems]

@@ -1,9 +1,9 @@
 """The layered files on disk: SOUL.md, MEMORY.md and logs/<name>.md, read validated, written durably.
 
-Rewrites are compare-and-swap: a file is replaced only if it is still the one
-that was read (same size and mtime), so an editor's save in between is never
-lost; the edit is simply redone on the new text. Every rewrite keeps the
-previous version as `<root>/.braind/bak/<relative path>.bak` (one per file).
+Every change goes through `braind.rewrite`: an addition at the end of a file is one O_APPEND
+write, anything else a compare-and-exchange rewrite that never loses what an editor writes
+meanwhile. Every rewrite keeps the previous version as `<root>/.braind/bak/<relative path>.bak`
+(one per file).
 """
 
 from __future__ import annotations
@@ -17,16 +17,15 @@ from typing import TypeVar
 
 from braind.config import FilesConfig
 from braind.errors import BraindError, Exists, Rejected
-from braind.fsutil import append_line, create_file, replace_file
+from braind.fsutil import create_file
 from braind.layered import LogMeta, parse_logfile
+from braind.rewrite import BACKUPS, Rewriter, Target
 from braind.roots import Root
 from braind.validate import FileData, is_artefact, open_dir, read_file
 
 SOUL = Path("SOUL.md")
 MEMORY = Path("MEMORY.md")
 LOGS = "logs"
-BACKUPS = (".braind", "bak")
-_ATTEMPTS = 5
 T = TypeVar("T")
 
 
@@ -54,10 +53,6 @@ class Logfile:
             "path": self.path,
             "modified": modified,
         }
-
-
-class _Changed(Exception):
-    """The file changed between reading and replacing it; the edit is redone."""
 
 
 def logfile_rel(name: str) -> Path:
@@ -123,61 +118,16 @@ def _logfile(root: Root, name: str, files: FilesConfig) -> Logfile | None:
     return Logfile(name[:-3], meta.type, meta.description, str(root.path / rel), data.mtime_ns)
 
 
-def edit(root: Root, rel: Path, files: FilesConfig, change: Callable[[str | None], tuple[str, T]]) -> tuple[str, T]:
-    """Read, change and atomically replace a file, redoing the change if the file moved under us."""
-    for _ in range(_ATTEMPTS):
-        before = read(root, rel, files)
-        text, info = change(None if before is None else before.text)
-        try:
-            _rewrite(root, rel, text, before)
-        except _Changed:
-            continue
-        return text, info
-    raise BraindError("busy", f"{root.path / rel} keeps changing while being edited; try again")
-
-
-def _rewrite(root: Root, rel: Path, text: str, before: FileData | None) -> None:
-    """Create the file, or replace it keeping a .bak, if it is still as it was read."""
-    dir_fd = open_dir(root.path, rel.parts[:-1], create=True)
-    try:
-        if not _unchanged(dir_fd, rel.name, before):
-            raise _Changed
-        if before is None:
-            _create_or_changed(dir_fd, rel.name, text)
-            return
-        bak_fd = open_dir(root.path, (*BACKUPS, *rel.parts[:-1]), create=True)
-        try:
-            replace_file(dir_fd, rel.name, text.encode("utf-8"), keep_backup=True, backup_fd=bak_fd)
-        finally:
-            os.close(bak_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _create_or_changed(dir_fd: int, name: str, text: str) -> None:
-    """Create a file that was missing when read; if it appeared meanwhile, redo the edit."""
-    try:
-        create_file(dir_fd, name, text.encode("utf-8"))
-    except FileExistsError:
-        raise _Changed from None
-
-
-def _unchanged(dir_fd: int, name: str, before: FileData | None) -> bool:
-    """True when the file is still missing, or still has the size and mtime it was read with."""
-    try:
-        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return before is None
-    return before is not None and (info.st_size, info.st_mtime_ns) == (before.size, before.mtime_ns)
-
-
-def append(root: Root, rel: Path, chunk: str) -> None:
-    """Append to an existing file in one write (O_APPEND, fsync before returning)."""
-    dir_fd = open_dir(root.path, rel.parts[:-1])
-    try:
-        append_line(dir_fd, rel.name, chunk)
-    finally:
-        os.close(dir_fd)
+def edit(
+    rewriter: Rewriter,
+    root: Root,
+    rel: Path,
+    change: Callable[[str | None], tuple[str, T]],
+    known_size: int | None = None,
+    append: bool = False,
+) -> tuple[str, T]:
+    """Apply change(old text or None) to a file safely: appended when it only grows and `append`, else rewritten."""
+    return rewriter.edit(Target(root.path, rel), change, known_size, append)
 
 
 def create(root: Root, rel: Path, text: str) -> None:

@@ -42,6 +42,7 @@ from braind.layered import (
 from braind.layered_inject import Layer, Snapshot, Snapshots, freeze, text_lines
 from braind.migrate import Migrator
 from braind.names import MAX_DESCRIPTION, MAX_HEADING, folded, logfile_name, section_name
+from braind.rewrite import Rewriter, Target
 from braind.roots import Root, ensure_root, project_root
 from braind.typed import searchable
 
@@ -60,7 +61,11 @@ class LayeredMemory:
         self.memory = memory
         self.files = memory.config.files
         self.snapshots = Snapshots()
-        self.migrator = Migrator(memory.problems, self.files.max_file_bytes, memory.syncer.lock, self._migrated)
+        self.migrator = Migrator(
+            memory.problems, self.files.max_file_bytes, memory.syncer.lock, self._migrated, lambda r: memory.claim(r)
+        )
+        watcher = memory.config.watcher
+        self.rewriter = Rewriter(watcher.quiet_ms / 1000, watcher.max_wait_ms / 1000, self.files.max_file_bytes)
 
     # -- roots -------------------------------------------------------------------
 
@@ -193,7 +198,7 @@ class LayeredMemory:
             self._check_budget(text or "", new, grow_only=False)
             return new, created
 
-        text, created = self._edit(self.memory.user, store.MEMORY, change)
+        text, created = self._edit(self.memory.user, store.MEMORY, change, append=True)
         parsed = parse_memory(text, self.files.max_line_bytes)
         unit = find_section(parsed, name)
         body = "\n".join(bare(line) for line in parsed.lines[unit.start : body_end(parsed.lines, unit)])
@@ -213,14 +218,51 @@ class LayeredMemory:
             max_chars=limit,
         )
 
-    def _edit(self, root: Root, rel: Path, change: Callable[[str | None], tuple[str, Any]]) -> tuple[str, Any]:
-        """Rewrite one file under the write lock and re-index it before answering."""
+    def _edit(
+        self, root: Root, rel: Path, change: Callable[[str | None], tuple[str, Any]], append: bool = False
+    ) -> tuple[str, Any]:
+        """Change one file under the write lock and re-index it before answering."""
         with self.memory.syncer.lock:
-            if ensure_root(root):
-                self.memory.root_created()
-            result = store.edit(root, rel, self.files, change)
-            self.memory.syncer.sync_file(root, rel)
+            self._claim(root)
+            try:
+                result = store.edit(self.rewriter, root, rel, change, self._indexed_size(root, rel), append)
+                self.memory.syncer.sync_file(root, rel)
+            finally:  # what other programs still wrote to the file's earlier versions, even when this edit failed
+                if self.rewriter.look_back(Target(root.path, rel)):
+                    self.memory.syncer.sync_file(root, rel)
         return result
+
+    def _indexed_size(self, root: Root, rel: Path) -> int | None:
+        """The file's size as last indexed, a hint of what it held before an editor emptied it (the index may fail)."""
+        try:
+            record = self.memory.index.record(str(root.path / rel))
+        except Exception:  # a damaged index is repaired in the background; the write does not need it
+            return None
+        return record.size if record else None
+
+    def _claim(self, root: Root) -> None:
+        """Before a write: the root exists (created on first write) and this daemon holds its lock."""
+        if ensure_root(root):
+            self.memory.root_created()
+        self.memory.claim(root)
+
+    def recover(self, root: Root) -> list[str]:
+        """Put in what a crashed daemon was still carrying over into this root's files; what was done."""
+        with self.memory.syncer.lock:
+            done = self.rewriter.recover(root.path)
+            if done:
+                self.memory.syncer.reconcile(root)
+        return done
+
+    def close(self) -> None:
+        """Carry over what still reached the previous versions of rewritten files (the daemon is stopping)."""
+        with self.memory.syncer.lock:
+            for target in self.rewriter.close():
+                self.memory.syncer.sync_file(self._root_at(target.root), target.rel)
+
+    def _root_at(self, path: Path) -> Root:
+        """The root at a path: the user root, or a project's."""
+        return self.memory.user if path == self.memory.user.path else project_root(path.parent.parent)
 
     # -- memory_write_logfile ------------------------------------------------------
 
@@ -239,20 +281,25 @@ class LayeredMemory:
         label = section_name(title, "title") if title else None
         lines = check_content(content, self.memory.config.note.max_bytes)
         rel = store.logfile_rel(name)
-        with self.memory.syncer.lock:
-            data = store.read(root, rel, self.files)
-            if data is None:
+        heading = entry_heading(label, self.memory.clock().strftime(STAMP_FORMAT))
+
+        def change(text: str | None) -> tuple[str, int]:
+            if text is None:
                 raise self._no_logfile(scope, root, name)
-            heading = entry_heading(label, self.memory.clock().strftime(STAMP_FORMAT))
-            store.append(root, rel, entry_chunk(data.text, heading, lines))
-            loaded = self.memory.syncer.sync_file(root, rel)
-        last = max(loaded.entries, key=lambda e: e.line, default=None)
+            before = text + ("\n" if text and not text.endswith("\n") else "")
+            chunk = entry_chunk(text, heading, lines)
+            at = before + chunk[: len(chunk) - len(chunk.lstrip("\r\n"))]
+            return before + chunk + "\n", at.count("\n") + 1
+
+        _, line = self._edit(root, rel, change, append=True)
+        loaded = self.memory.syncer.load(root, rel)
+        ours = [e for e in loaded.entries if e.line == line] or loaded.entries[-1:]
         return {
             "path": loaded.path,
             "name": name,
             "heading": heading,
-            "line": last.line if last else None,
-            "fp": last.fp if last else None,
+            "line": ours[0].line if ours else None,
+            "fp": ours[0].fp if ours else None,
         }
 
     # -- memory_correct ------------------------------------------------------------
@@ -353,8 +400,7 @@ class LayeredMemory:
         title = folded(heading.lstrip("#").strip() if isinstance(heading, str) else heading, "heading", MAX_HEADING)
         rel = store.logfile_rel(name)
         with self.memory.syncer.lock:
-            if ensure_root(root):
-                self.memory.root_created()
+            self._claim(root)
             store.create(root, rel, render_logfile(name, type, about, title))
             self.memory.syncer.sync_file(root, rel)
         return {"path": str(root.path / rel), "name": name, "type": type, "description": about, "heading": title}

@@ -168,12 +168,18 @@ class Migrator:
     """Migrates each project the daemon meets once; failures are listed by `status` and retried."""
 
     def __init__(
-        self, problems: Problems, max_file_bytes: int, lock: threading.RLock, moved: Callable[[Root], None]
+        self,
+        problems: Problems,
+        max_file_bytes: int,
+        lock: threading.RLock,
+        moved: Callable[[Root], None],
+        claim: Callable[[Root], None] = lambda root: None,
     ) -> None:
         self._problems = problems
         self._max_file_bytes = max_file_bytes
         self._lock = lock
         self._moved = moved
+        self._claim = claim  # one daemon per root: its lock is held before the root is written
         self._done: set[Path] = set()
 
     def ensure(self, root: Root) -> None:
@@ -189,7 +195,9 @@ class Migrator:
         """One attempt: report a refusal as a problem of the legacy path, or record success."""
         legacy = str(project / LEGACY)
         try:
-            result = migrate(project, self._max_file_bytes)
+            result = migrate(project, self._max_file_bytes)  # it never overwrites: safe before the root's lock
+            if result.moved:
+                self._claim(root)
         except BraindError as exc:
             self._problems.set(legacy, [Problem(legacy, None, exc.reason, exc.message)])
             return

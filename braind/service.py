@@ -16,7 +16,7 @@ from braind.approval import Approver
 from braind.config import Config
 from braind.entries import Entry, Line, render_line
 from braind.errors import BraindError
-from braind.fsutil import append_line
+from braind.fsutil import Appended, append_line, retract
 from braind.index import Found, Hit
 from braind.inject import TurnLedger
 from braind.layered_inject import compose
@@ -31,6 +31,7 @@ from braind.typed import TypedMemory
 from braind.validate import open_dir
 
 Clock = Callable[[], dt.datetime]
+Then = Callable[[str | None], None]
 _BLOCK_CACHE = 256
 
 
@@ -58,6 +59,7 @@ class Memory:
         self.started = time.monotonic()
         self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}
         self.root_created: Callable[[], None] = lambda: None
+        self.claim: Callable[[Root], None] = lambda root: None  # the daemon holds a root's lock before writing it
         self.reindexing: dict[str, int] | None = None
         self._reindex_lock = threading.Lock()
         self.layered = LayeredMemory(self)
@@ -90,21 +92,48 @@ class Memory:
         """Append one entry to today's diary, durably, and make it recallable before replying."""
         return self.typed.write(text, type, key, triggers, project, approved)
 
-    def append(self, root: Root, date: str, line: Line) -> dict[str, Any]:
-        """Write the line, index it (the day file is re-read only when it changed behind our back), find the entry."""
+    def append(self, root: Root, date: str, line: Line, then: Then | None = None) -> dict[str, Any]:
+        """Write the line, index it, then run `then(fp)` (the state the line needs); if that fails, take it back.
+
+        The index is re-read only when the day changed behind our back. All or nothing: when `then`
+        fails, the line is cut off again and the error says so, or, if another write came after it,
+        the error says where the line stays.
+        """
         name = f"{date}.md"
         rendered = render_line(line)
         with self.syncer.lock:
             if ensure_root(root):
                 self.root_created()
+            self.claim(root)
             dir_fd = open_dir(root.path, ("diary",), create=True)
             try:
-                append_line(dir_fd, name, rendered)
+                appended = append_line(dir_fd, name, rendered)
+                loaded = self.syncer.sync_append(root, Path("diary", name), rendered)
+                entry = _last_matching(loaded.entries, line)
+                if then is not None:
+                    self._then(then, entry, root, dir_fd, name, appended)
             finally:
                 os.close(dir_fd)
-            loaded = self.syncer.sync_append(root, Path("diary", name), rendered)
-        entry = _last_matching(loaded.entries, line)
         return {"fp": entry.fp if entry else None, "path": loaded.path, "date": date, "time": line.time}
+
+    def _then(self, then: Then, entry: Entry | None, root: Root, dir_fd: int, name: str, appended: Appended) -> None:
+        """Run the second half of a two-file write; on failure undo the first half, or say exactly what stays."""
+        try:
+            try:
+                then(entry.fp if entry else None)
+            except OSError as exc:
+                raise BraindError("io_error", f"cannot write the state of {root.path}: {exc.strerror}") from None
+        except BraindError as exc:
+            taken_back = retract(dir_fd, name, appended)
+            self.syncer.sync_path(root, root.path / "diary" / name)
+            if taken_back:
+                raise BraindError(exc.reason, f"{exc.message}; nothing was written", **exc.data) from None
+            path, fp = str(root.path / "diary" / name), entry.fp if entry else None
+            raise BraindError(
+                exc.reason,
+                f"{exc.message}; the new line stays in {path} as entry {fp} (another write came after it)",
+                **{**exc.data, "written": {"fp": fp, "path": path}},
+            ) from None
 
     def require_approval(self, important: bool, approved: bool, what: str) -> None:
         """Fail closed on important writes that carry no approval (SPEC §6)."""

@@ -15,8 +15,18 @@ append-only, one JSON object per line, and read back in full at start:
   strings of each injected turn, which workflow chains are built from; both
   are written in batches within ``FLUSH_SECONDS`` and at shutdown (a crash
   loses at most those seconds of counts, never an entry or a tombstone).
+- an ``intent`` line in ``state.log`` (``{"op": "intent", "id", "path",
+  "line", "size", "then"}``) comes before a diary line whose state change must follow
+  it (an edit, a same-key note): the changes carry ``"intent": id``. An
+  intent with no such change was cut short (a crash, a full disk): when the
+  root is next used its line is looked for, and the changes are written if
+  it is there, or the intent is closed (``"op": "void"``) if it is not.
 - ``compact.log``: one line per compaction decision for people to read:
-  ``TIMESTAMP FP RULE ACTION DETAIL``.
+  ``TIMESTAMP FP RULE ACTION DETAIL``. It is written after the state change
+  it reports; the state lines of evictions and de-weightings carry the rule
+  and the detail, so a compact.log that missed some (a crash between the two
+  appends, a full disk) is completed from state.log when the root is first
+  used and after the next successful append.
 
 A line that cannot be read (a torn last line after a crash, a bad hand edit)
 is skipped with a warning; the rest still counts.
@@ -30,13 +40,14 @@ import logging
 import os
 import stat
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from braind.errors import BraindError, Rejected
-from braind.fsutil import append_line
+from braind.fsutil import Appended, append_line, retract
 from braind.roots import Root
 from braind.validate import open_dir
 
@@ -108,14 +119,17 @@ class Turn:
 class RootState:
     """The state files of one root, loaded into memory and appended to under a lock."""
 
-    def __init__(self, root: Root) -> None:
+    def __init__(self, root: Root, claim: Callable[[Root], None] | None = None) -> None:
         self.root = root
+        self.claim = claim or (lambda root: None)  # the daemon holds a root's lock before writing into it
+        self._compact_behind = False
         self.marks: dict[str, Mark] = {}
         self.superseded: dict[str, str] = {}  # new fp -> the fp it superseded
         self.turns: list[Turn] = []
         self.version = 0
         self._pending_uses: dict[str, int] = {}
         self._pending_turns: list[dict[str, Any]] = []
+        self.intents: dict[str, dict[str, Any]] = {}  # intents whose changes are not written yet
         self._lock = threading.RLock()
         self._load()
 
@@ -124,6 +138,7 @@ class RootState:
     def _load(self) -> None:
         """Replay every state file of the root; a missing file is an empty history."""
         for record in self._records(STATE_LOG):
+            self._intent(record)
             self._apply(record)
         for record in self._records(USES_LOG):
             self._count(record.get("uses", {}), str(record.get("at", "")))
@@ -172,6 +187,13 @@ class RootState:
         if op == "tombstone" and isinstance(by, str) and record.get("why") == "edit":
             self.superseded[by] = fp
         self.version += 1
+
+    def _intent(self, record: Mapping[str, Any]) -> None:
+        """Keep an intent until a record that carries its id closes it."""
+        if record.get("op") == "intent" and isinstance(record.get("id"), str):
+            self.intents[record["id"]] = dict(record)
+        elif isinstance(record.get("intent"), str):
+            self.intents.pop(record["intent"], None)
 
     def _count(self, uses: Any, at: str) -> None:
         """Add use counts to the marks."""
@@ -226,16 +248,31 @@ class RootState:
 
     # -- writing -------------------------------------------------------------------
 
-    def record(self, changes: Sequence[Mapping[str, Any]]) -> None:
-        """Append changes to state.log in one durable write, then fold them in."""
+    def record(self, changes: Sequence[Mapping[str, Any]]) -> Appended | None:
+        """Append changes to state.log in one durable write, then fold them in; where they landed."""
         if not changes:
-            return
+            return None
         at = utc_now()
         lines = [{"at": at, **change} for change in changes]
         with self._lock:
-            self._append(STATE_LOG, "\n".join(_dumps(line) for line in lines))
+            done = self._append(STATE_LOG, "\n".join(_dumps(line) for line in lines))
             for line in lines:
+                self._intent(line)
                 self._apply(line)
+        return done
+
+    def intend(self, path: str, line: str, size: int, then: Sequence[Mapping[str, Any]]) -> str:
+        """Write (durably) that a line is about to be appended to a file of `size` bytes, and what must follow it."""
+        intent = {
+            "op": "intent",
+            "id": os.urandom(6).hex(),
+            "path": path,
+            "line": line,
+            "size": size,
+            "then": list(then),
+        }
+        self.record([intent])
+        return str(intent["id"])
 
     def use(self, fps: Sequence[str]) -> None:
         """Count uses in memory; flush() writes them out."""
@@ -279,21 +316,75 @@ class RootState:
             self._pending_turns.append(record)
             self.version += 1
 
-    def compact_log(self, lines: Sequence[str]) -> None:
-        """Append human-readable decisions to compact.log."""
-        if lines:
-            with self._lock:
-                self._append(COMPACT_LOG, "\n".join(lines))
+    def compact_log(self, lines: Sequence[str], after: Appended | None = None) -> None:
+        """Append decisions to compact.log, after the state.log lines (`after`) they report.
 
-    def _append(self, name: str, text: str) -> None:
+        When it fails, those state lines are taken back and the error raised, so the write they
+        belong to fails whole; if they cannot be taken back (more came after them), the write
+        stands and compact.log is completed from state.log later.
+        """
+        if not lines:
+            return
+        with self._lock:
+            if self._compact_behind:
+                self.repair_compact_log()
+                return
+            try:
+                self._append(COMPACT_LOG, "\n".join(lines))
+            except (OSError, BraindError) as exc:
+                if after is not None and self.take_back(after):
+                    raise BraindError("io_error", f"cannot write compact.log of {self.root.path}: {exc}") from None
+                self._compact_behind = True
+                log.warning(
+                    "cannot write compact.log of %s (%s); it is completed from state.log later", self.root.path, exc
+                )
+
+    def repair_compact_log(self) -> int:
+        """Append to compact.log the evictions and de-weightings state.log holds and it lacks; how many."""
+        with self._lock:
+            missing = missing_compact_lines(list(self._records(STATE_LOG)), self._text(COMPACT_LOG))
+            if missing:
+                try:
+                    self._append(COMPACT_LOG, "\n".join(missing))
+                except (OSError, BraindError) as exc:
+                    self._compact_behind = True
+                    log.warning("cannot complete compact.log of %s: %s", self.root.path, exc)
+                    return 0
+                log.info("compact.log of %s: %d line(s) restored from state.log", self.root.path, len(missing))
+            self._compact_behind = False
+            return len(missing)
+
+    def _text(self, name: str) -> str:
+        """A state file's text; empty when it is missing or unreadable."""
+        try:
+            return _read(self.root.path, name)
+        except (OSError, BraindError):
+            return ""
+
+    def _append(self, name: str, text: str) -> Appended:
         """One durable append under <root>/.braind/ (created on first use); a missing root is never recreated."""
         if not _is_directory(self.root.path):
             raise BraindError("root_unavailable", f"memory root {self.root.path} is missing or not a directory")
+        self.claim(self.root)
         dir_fd = open_dir(self.root.path, (STATE_DIR,), create=True)
         try:
-            append_line(dir_fd, name, text)
+            return append_line(dir_fd, name, text)
         finally:
             os.close(dir_fd)
+
+    def take_back(self, done: Appended) -> bool:
+        """Remove what record() appended, while it is still the end of state.log; False when it cannot be."""
+        with self._lock:
+            dir_fd = open_dir(self.root.path, (STATE_DIR,))
+            try:
+                taken = retract(dir_fd, STATE_LOG, done)
+            finally:
+                os.close(dir_fd)
+            if taken:
+                self.marks, self.superseded, self.turns, self.intents = {}, {}, [], {}
+                self._load()  # the fold of state.log without the lines taken back
+                self.version += 1
+            return taken
 
 
 def _is_directory(path: Path) -> bool:
@@ -304,10 +395,51 @@ def _is_directory(path: Path) -> bool:
         return False
 
 
+def missing_compact_lines(records: Sequence[Mapping[str, Any]], text: str) -> list[str]:
+    """compact.log lines for the state changes by compaction that compact.log does not list yet (newest kept)."""
+    logged = Counter(key for line in text.split("\n") if (key := _logged(line)) is not None)
+    events: dict[tuple[str, int, str], list[Mapping[str, Any]]] = {}
+    for record in records:
+        key = _compaction(record)
+        if key is not None:
+            events.setdefault(key, []).append(record)
+    missing = []
+    for key, found in events.items():
+        for record in found[logged[key] :]:
+            detail = record.get("detail") or f"(restored from state.log: {record.get('why', 'compact')})"
+            missing.append(
+                (str(record.get("at", "")), f"{record.get('at', '')} {key[0]} rule{key[1]} {key[2]} {detail}")
+            )
+    return [line for _, line in sorted(missing)]
+
+
+def _compaction(record: Mapping[str, Any]) -> tuple[str, int, str] | None:
+    """(fp, rule, action) of a state change that compact.log reports: rule 1 at write time, or a compaction."""
+    fp, op, why = record.get("fp"), record.get("op"), str(record.get("why", ""))
+    if not isinstance(fp, str):
+        return None
+    if op == "tombstone" and why == "key":
+        return (fp, 1, "tombstone")
+    if op == "tombstone" and why == "compact" and isinstance(record.get("rule"), int):
+        return (fp, record["rule"], "tombstone")
+    if op == "weight" and why.startswith("compact rule") and why[12:].isdigit():
+        return (fp, int(why[12:]), "deweight")
+    return None
+
+
+def _logged(line: str) -> tuple[str, int, str] | None:
+    """(fp, rule, action) of one compact.log line, or None for a line that is not one."""
+    parts = line.split(" ", 4)
+    if len(parts) < 4 or not parts[2].startswith("rule") or not parts[2][4:].isdigit():
+        return None
+    return (parts[1], int(parts[2][4:]), parts[3])
+
+
 class States:
     """The state of every root the daemon has seen, loaded on first use."""
 
     def __init__(self, flush_seconds: float = FLUSH_SECONDS) -> None:
+        self.claim: Callable[[Root], None] = lambda root: None  # set by the daemon: one daemon per root
         self._roots: dict[Path, RootState] = {}
         self._lock = threading.Lock()
         self._flush_seconds = flush_seconds
@@ -318,7 +450,7 @@ class States:
         with self._lock:
             state = self._roots.get(root.path)
             if state is None:
-                state = self._roots[root.path] = RootState(root)
+                state = self._roots[root.path] = RootState(root, lambda r: self.claim(r))
             return state
 
     def status_of(self, root_path: str, fp: str) -> str:

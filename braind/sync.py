@@ -152,22 +152,45 @@ class Syncer:
         self.problems = problems
         self.states = states or States()
         self.lock = threading.RLock()
+        self.behind: dict[str, tuple[Root, Path]] = {}  # files whose index update failed, retried at each sync
 
     def load(self, root: Root, rel: Path) -> Loaded:
         """Validate and parse one file, with each entry's status from the root's state."""
         return with_status(load_file(root, rel, self.files), self.states.of(root))
 
     def apply(self, root: Root, loaded: Loaded) -> None:
-        """Put one loaded file into the index, or take it out when it was refused."""
+        """Put one loaded file into the index, or take it out when it was refused.
+
+        The index is a cache: when it cannot take the change (a full state directory), the write
+        that changed the file has still happened, so the failure is logged, never raised, and
+        the file is indexed again at the next sync or rescan.
+        """
         self.problems.set(loaded.path, loaded.problems)
-        if loaded.record is None:
-            self.index.remove_file(loaded.path)
-        else:
-            self.index.replace_file(loaded.record, loaded.entries)
+        try:
+            if loaded.record is None:
+                self.index.remove_file(loaded.path)
+            else:
+                self.index.replace_file(loaded.record, loaded.entries)
+        except Exception as exc:
+            if loaded.path not in self.behind:
+                log.warning(
+                    "cannot index %s now (%s); it is indexed again at the next write or rescan", loaded.path, exc
+                )
+            self.behind[loaded.path] = (root, Path(loaded.path).relative_to(root.path))
+            return
+        self.behind.pop(loaded.path, None)
+
+    def catch_up(self) -> None:
+        """Index again the files whose index update failed (their files are the truth)."""
+        with self.lock:
+            for path, (root, rel) in list(self.behind.items()):
+                if self.behind.get(path) == (root, rel):
+                    self.apply(root, self.load(root, rel))
 
     def sync_file(self, root: Root, rel: Path) -> Loaded:
         """Re-read one file and make the index match it."""
         with self.lock:
+            self.catch_up()
             loaded = self.load(root, rel)
             self.apply(root, loaded)
             return loaded
@@ -176,6 +199,7 @@ class Syncer:
         """Index a diary day the daemon just appended `line` to: only the new line is parsed when the rest is
         exactly what the index holds (else the whole file is re-read), so a busy day costs no more per note."""
         with self.lock:
+            self.catch_up()
             path = str(root.path / rel)
             before = self.index.record(path)
             date = diary_date(rel.name)
@@ -247,6 +271,7 @@ class Syncer:
         """Diff the disk against the index (stat; with verify also the hash) and apply the difference."""
         report = Report()
         with self.lock:
+            self.catch_up()
             if not root_available(root) or self.emptied(root):
                 report.unavailable.append(str(root.path))
                 return report

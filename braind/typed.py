@@ -10,6 +10,7 @@ edits and evictions are tombstones that `undo` reverses.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from braind import chains
 from braind.analysis import Term
 from braind.compact import Decision, plan
-from braind.entries import TYPES, Entry, GrammarError, Line, Meta, make_meta
+from braind.entries import TYPES, Entry, GrammarError, Line, Meta, make_meta, render_line
 from braind.errors import Ambiguous, BraindError, InvalidParams, NotFound
 from braind.index import parse_query
 from braind.ranking import held_words
@@ -26,12 +27,13 @@ from braind.redact import redact
 from braind.roots import Root
 from braind.state import RootState, utc_now
 from braind.triggers import Chosen, choose, rank
-from braind.validate import clean_note
+from braind.validate import clean_note, diary_date
 
 if TYPE_CHECKING:
     from braind.service import Memory
 
 TYPED = ("fact", "decision", "error", "workflow")
+NEW = "@new"  # in an intent's changes: the fp of the line they come with
 _FP = re.compile(r"^[0-9a-f]{1,12}$")
 _LIST_LIMIT = 200
 
@@ -43,6 +45,7 @@ class TypedMemory:
         self.memory = memory
         self.states = memory.syncer.states
         self._chain_texts: dict[str, str] = {}
+        self._unfinished: dict[tuple[str, ...], dict[str, Any]] = {}  # writes whose line stayed but state failed
 
     # -- helpers -------------------------------------------------------------------
 
@@ -141,11 +144,90 @@ class TypedMemory:
         older = self._same_key(root, meta.key) if meta.key else []
         if not internal:
             self._approve_write(meta, older, approved, text)
-        now = self.memory.clock()
-        result = self.memory.append(root, now.date().isoformat(), Line(now.strftime("%H:%M"), body, meta))
-        if older and result["fp"]:
-            self._supersede(root, older, result["fp"], meta.key or "")
+        job = ("key", str(root.path), meta.key or "", meta.type, body)
+        detail = f"superseded by {NEW} (key {meta.key})"
+        changes = [{"op": "tombstone", "fp": e.fp, "why": "key", "by": NEW, "detail": detail} for e in older]
+        result = self._append_then(root, Line("", body, meta), changes, job)
+        self._resync(older)
         return {**result, "redacted": kinds, "superseded": [e.fp for e in older]}
+
+    def _append_then(
+        self, root: Root, line: Line, changes: list[dict[str, Any]], job: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """Append a line and the state changes it brings (NEW standing for its fp), all or nothing.
+
+        An intent written to state.log first lets a daemon that starts after a crash finish the
+        changes; a failure of the changes takes the line back. A retry of a write left half done
+        (its line could not be taken back) only writes the changes.
+        """
+        now = self.memory.clock()
+        stamped = Line(now.strftime("%H:%M"), line.text, line.meta)
+        if not changes:
+            return self.memory.append(root, now.date().isoformat(), stamped)
+        written = self._unfinished.pop(job, None)
+        if written is not None and self._still_live(written):
+            self._complete(root, changes, written["fp"], None)
+            return written
+        day = now.date().isoformat()
+        with self.memory.syncer.lock:
+            size = _size(root.path / "diary" / f"{day}.md")  # the line lands after this: the intent says so
+            intent = self._intend(root, f"diary/{day}.md", render_line(stamped), size, changes)
+            try:
+                return self.memory.append(root, day, stamped, lambda fp: self._complete(root, changes, fp, intent))
+            except BraindError as exc:
+                if "written" in exc.data:
+                    self._unfinished[job] = {**exc.data["written"], "date": day, "time": stamped.time}
+                raise
+
+    def _still_live(self, written: dict[str, Any]) -> bool:
+        """True while the line a half-done write left is still a live entry."""
+        found = [e for e in self.memory.index.select("fp", [written["fp"] or ""]) if e.path == written["path"]]
+        return bool(found) and found[0].status != "tombstoned"
+
+    def _intend(self, root: Root, path: str, line: str, size: int, changes: list[dict[str, Any]]) -> str:
+        """The intent, before the line: when it cannot be written, nothing is."""
+        try:
+            return self.state(root).intend(path, line, size, changes)
+        except BraindError as exc:
+            raise BraindError(exc.reason, f"{exc.message}; nothing was written", **exc.data) from None
+
+    def _complete(self, root: Root, changes: list[dict[str, Any]], fp: str | None, intent: str | None) -> None:
+        """Write a line's state changes now that it is durable (fp None: left to its intent, at the next start)."""
+        if fp is None:
+            return
+        done = [{**_filled(c, fp), **({"intent": intent} if intent else {})} for c in changes]
+        state = self.state(root)
+        written = state.record(done)
+        lines = [compact_line(c["fp"], 1, "tombstone", c["detail"]) for c in done if c.get("why") == "key"]
+        state.compact_log(lines, after=written)
+
+    def finish_intents(self, root: Root) -> list[str]:
+        """Complete what a crash cut short: the changes of intents whose line is on disk; close the others."""
+        state, done = self.state(root), []
+        for intent in list(state.intents.values()):
+            entry = self._intended(root, intent)
+            if entry is None:
+                state.record([{"op": "void", "intent": intent["id"]}])
+                continue
+            self._complete(root, list(intent.get("then", [])), entry.fp, intent["id"])
+            done.append(f"finished the state changes of {entry.fp} ({entry.path}:{entry.line}) a crash cut short")
+        return done
+
+    def _intended(self, root: Root, intent: dict[str, Any]) -> Entry | None:
+        """The entry an intent's line became, if that line is in its diary file."""
+        path = str(intent.get("path"))
+        parts = Path(path).parts
+        if len(parts) != 2 or parts[0] != "diary" or diary_date(parts[1]) is None:  # state.log may be hand-edited
+            return None
+        loaded = self.memory.syncer.load(root, Path(path))
+        after = _lines_before(root.path / path, intent.get("size"))
+        found = [
+            e
+            for e in loaded.entries
+            if e.line > after
+            and render_line(Line(e.time, e.text, Meta(e.type, e.key, e.triggers))) == intent.get("line")
+        ]
+        return found[0] if found else None
 
     def _approve_write(self, meta: Meta, older: Sequence[Entry], approved: bool, text: str) -> None:
         """Decisions and same-key overwrites are important writes."""
@@ -161,17 +243,14 @@ class TypedMemory:
         found = self.memory.index.select("key", [key])
         return [e for e in found if e.root == str(root.path) and e.status != "tombstoned"]
 
-    def _supersede(self, root: Root, older: Sequence[Entry], new_fp: str, key: str) -> None:
-        """Rule 1 at write time: the new entry with the same key tombstones the old ones, logged."""
-        state = self.state(root)
-        state.record([{"op": "tombstone", "fp": e.fp, "why": "key", "by": new_fp} for e in older])
-        state.compact_log([compact_line(e.fp, 1, "tombstone", f"superseded by {new_fp} (key {key})") for e in older])
-        self._resync(older)
-
     def edit(self, fp: str, text: str, project: str | None = None, approved: bool = False) -> dict[str, Any]:
         """Supersede a diary entry: the new text is appended today and the old entry is tombstoned, linked."""
         old = self.resolve(fp, project)
+        body, kinds = redact(clean_note(text, self.memory.config.note.max_bytes))
         if old.status == "tombstoned":
+            done = self._edited(old, body)
+            if done is not None:  # the same edit again (a retry after a lost reply): it is done, nothing new
+                return {**done, "replaces": old.fp, "redacted": kinds}
             raise BraindError("tombstoned", f"entry {old.fp} is removed; `undo {old.fp}` brings it back first")
         if old.kind != "diary":
             raise BraindError(
@@ -180,13 +259,21 @@ class TypedMemory:
                 "rewrite it with memory_correct",
             )
         self.memory.approver.require(True, approved, f"editing entry {old.fp}", {"fp": old.fp, "text": text})
-        body, kinds = redact(clean_note(text, self.memory.config.note.max_bytes))
         root = self._root_of(old)
-        now = self.memory.clock()
         meta = Meta(old.type, old.key, old.triggers)
-        result = self.memory.append(root, now.date().isoformat(), Line(now.strftime("%H:%M"), body, meta))
-        self._change(old, [{"op": "tombstone", "fp": old.fp, "why": "edit", "by": result["fp"]}])
+        changes = [{"op": "tombstone", "fp": old.fp, "why": "edit", "by": NEW}]
+        result = self._append_then(root, Line("", body, meta), changes, ("edit", old.fp, body))
+        self._resync([old])
         return {**result, "replaces": old.fp, "redacted": kinds}
+
+    def _edited(self, old: Entry, body: str) -> dict[str, Any] | None:
+        """The live entry that already superseded `old` with exactly this text, as edit answers it; else None."""
+        tombstone = self.state(self._root_of(old)).mark(old.fp).tombstone
+        if not tombstone or tombstone.get("why") != "edit" or not isinstance(tombstone.get("by"), str):
+            return None
+        found = [e for e in self.memory.index.select("fp", [tombstone["by"]]) if e.root == old.root]
+        new = next((e for e in found if e.text == body and e.status != "tombstoned"), None)
+        return None if new is None else {"fp": new.fp, "path": new.path, "date": new.date, "time": new.time}
 
     def remove(self, fp: str, project: str | None = None, approved: bool = False) -> dict[str, Any]:
         """Tombstone an entry (never a physical delete); `undo` brings it back."""
@@ -378,8 +465,8 @@ class TypedMemory:
                 by_root.setdefault(root_of(decision.entry), []).append(decision)
         for root, chosen in by_root.items():
             state = self.state(root)
-            state.record([_change_of(d) for d in chosen])
-            state.compact_log([compact_line(d.entry.fp, d.rule, d.action, d.detail) for d in chosen])
+            written = state.record([_change_of(d) for d in chosen])
+            state.compact_log([compact_line(d.entry.fp, d.rule, d.action, d.detail) for d in chosen], after=written)
             self._resync([d.entry for d in chosen if d.action == "tombstone"])
 
     # -- triggers and chains ---------------------------------------------------------
@@ -458,12 +545,38 @@ def compact_line(fp: str, rule: int, action: str, detail: str) -> str:
     return f"{utc_now()} {fp} rule{rule} {action} {detail}"
 
 
+def _size(path: Path) -> int:
+    """A file's size, 0 when it is missing."""
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def _lines_before(path: Path, size: object) -> int:
+    """How many lines a file had when it was `size` bytes long (an intent's line comes after them)."""
+    if not isinstance(size, int) or size <= 0:
+        return 0
+    try:
+        with open(path, "rb") as f:
+            head = f.read(size)
+    except OSError:
+        return 0
+    return head.count(b"\n") + (0 if head.endswith(b"\n") else 1)
+
+
+def _filled(change: dict[str, Any], fp: str) -> dict[str, Any]:
+    """A change with the NEW placeholder replaced by the fp of the line it came with."""
+    return {k: v.replace(NEW, fp) if isinstance(v, str) else v for k, v in change.items()}
+
+
 def _change_of(decision: Decision) -> dict[str, Any]:
-    """The state change a compaction decision writes."""
+    """The state change a compaction decision writes, with the detail compact.log shows (it can be rebuilt)."""
+    fp, detail = decision.entry.fp, decision.detail
     if decision.action == "deweight":
         why = f"compact rule{decision.rule}"
-        return {"op": "weight", "fp": decision.entry.fp, "value": decision.weight, "why": why}
-    return {"op": "tombstone", "fp": decision.entry.fp, "why": "compact", "rule": decision.rule}
+        return {"op": "weight", "fp": fp, "value": decision.weight, "why": why, "detail": detail}
+    return {"op": "tombstone", "fp": fp, "why": "compact", "rule": decision.rule, "detail": detail}
 
 
 def _meta(type: str, key: str | None, triggers: tuple[str, ...]) -> Meta:

@@ -139,12 +139,16 @@ def _check_component(part: str, root: Path) -> None:
 
 
 def _mkdir_at(name: str, dir_fd: int) -> None:
-    """Create a directory (0700) relative to dir_fd if it is not there yet."""
+    """Create a directory (0700) relative to dir_fd if it is not there yet; a full disk is an io_error."""
     try:
         os.mkdir(name, 0o700, dir_fd=dir_fd)
+        os.fsync(dir_fd)
     except FileExistsError:
         return
-    os.fsync(dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise Rejected("permission_denied", f"cannot create the directory {name}: {exc.strerror}") from None
+        raise Rejected("io_error", f"cannot create the directory {name}: {exc.strerror}") from None
 
 
 def _open_nofollow(name: str, flags: int, dir_fd: int | None, shown: str) -> int:
@@ -178,7 +182,7 @@ def _read_validated(root: Path, rel: Path, max_file_bytes: int) -> FileData:
     """read_file once the name is checked; OSErrors other than the expected refusals propagate."""
     dir_fd = open_dir(root, rel.parts[:-1])
     try:
-        fd = _open_regular(rel.name, dir_fd, str(root / rel))
+        fd = open_regular(rel.name, dir_fd, str(root / rel))
     finally:
         os.close(dir_fd)
     try:
@@ -189,7 +193,17 @@ def _read_validated(root: Path, rel: Path, max_file_bytes: int) -> FileData:
     return FileData(_decode(data, str(root / rel)), len(data), info.st_mtime_ns, hashlib.sha256(data).hexdigest())
 
 
-def _open_regular(name: str, dir_fd: int, shown: str) -> int:
+def read_open(fd: int, shown: str, max_file_bytes: int) -> tuple[bytes, str]:
+    """The bytes of an open memory file, from its start, and their validated text (a leading BOM dropped)."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        data = _read_capped(fd, os.fstat(fd).st_size, max_file_bytes, shown)
+    except OSError as exc:
+        raise Rejected("io_error", f"{shown} cannot be read: {exc.strerror or exc}") from None
+    return data, _decode(data, shown)
+
+
+def open_regular(name: str, dir_fd: int, shown: str) -> int:
     """Open a file only if it is a regular file, checked before and after opening."""
     try:
         before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -240,14 +254,68 @@ def _line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
+_CONFLICT_OPEN = re.compile(r"<{7}(?:[ \t].*)?")
+_CONFLICT_MIDDLE = re.compile(r"={7}|\|{7}(?:[ \t].*)?")
+_CONFLICT_CLOSE = re.compile(r">{7}(?:[ \t].*)?")
+
+
+@dataclass(frozen=True)
+class Conflicts:
+    """The git merge conflicts of a file, by 0-based line index."""
+
+    markers: tuple[tuple[int, str], ...] = ()  # (line index, what the report says about it)
+    region: frozenset[int] = frozenset()  # every line of a complete conflict, markers included
+
+    def hidden(self) -> frozenset[int]:
+        """Lines that are never memory text: the markers and the whole of each complete conflict."""
+        return self.region | {index for index, _ in self.markers}
+
+    def problems(self, path: str) -> list[Problem]:
+        """One `conflict_markers` problem per marker line."""
+        return [Problem(path, index + 1, "conflict_markers", message) for index, message in self.markers]
+
+
+def conflicts(lines: list[str]) -> Conflicts:
+    """Find `<<<<<<<` … `=======` … `>>>>>>>` from a git merge (`=======` and `|||||||` only inside one)."""
+    markers: list[int] = []
+    spans: list[tuple[int, int]] = []
+    opened: int | None = None
+    for index, line in enumerate(lines):
+        raw = line.removesuffix("\r")
+        if _CONFLICT_OPEN.fullmatch(raw):
+            opened = index
+        elif _CONFLICT_CLOSE.fullmatch(raw):
+            if opened is not None:
+                spans.append((opened, index))
+            opened = None
+        elif opened is None or not _CONFLICT_MIDDLE.fullmatch(raw):
+            continue
+        markers.append(index)
+    region = frozenset(i for start, end in spans for i in range(start, end + 1))
+    return Conflicts(tuple((i, _conflict_message(i, spans)) for i in markers), region)
+
+
+def _conflict_message(index: int, spans: list[tuple[int, int]]) -> str:
+    """What a marker line's report says: which lines are left out until the merge is resolved."""
+    for start, end in spans:
+        if start <= index <= end:
+            return (
+                f"git merge conflict marker; lines {start + 1}-{end + 1} are not indexed, and braind does not "
+                "rewrite the file, until the conflict is resolved in an editor"
+            )
+    return "git merge conflict marker without its other half; the line is not indexed"
+
+
 def parse_diary(path: str, text: str, max_line_bytes: int) -> tuple[list[tuple[int, Line]], list[Problem]]:
     """Parse a diary file into good lines and skipped ones; headings and blanks are allowed."""
     good: list[tuple[int, Line]] = []
-    skipped: list[Problem] = []
     raws = text.split("\n")
+    found = conflicts(raws)
+    skipped: list[Problem] = found.problems(path)
+    hidden = found.hidden()
     for number, raw in enumerate(raws, start=1):
         raw = raw.removesuffix("\r")
-        if not raw.strip() or raw.startswith("#"):
+        if not raw.strip() or raw.startswith("#") or number - 1 in hidden:
             continue
         problem = _line_problem(raw, max_line_bytes)
         if problem is None:
@@ -257,7 +325,7 @@ def parse_diary(path: str, text: str, max_line_bytes: int) -> tuple[list[tuple[i
             except GrammarError as exc:
                 problem = ("bad_line", str(exc))
         skipped.append(Problem(path, number, *_torn(problem, number == len(raws))))
-    return good, skipped
+    return good, sorted(skipped, key=lambda p: p.line or 0)
 
 
 def _torn(problem: tuple[str, str], unterminated: bool) -> tuple[str, str]:

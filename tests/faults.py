@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from braind.config import load_config
 from braind.daemon import _identity
@@ -99,3 +102,28 @@ class WrappedDaemon(Daemon):
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, env={**env, **self.env})
         if wait:
             wait_until(self.ready, 60, f"daemon ready (log: {self.log_text()[-2000:]})")
+
+
+@contextlib.contextmanager
+def tiny_tmpfs(path: Path, size: str) -> Iterator[None]:
+    """Mount a small tmpfs (a real full disk); skip when this machine does not let us mount."""
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write to path until the filesystem is full."""
+    with path.open("wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"x" * 1024)

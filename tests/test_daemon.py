@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from braind.errors import BraindError
-from tests.conftest import Daemon, run_cli, today, wait_until
+from tests.conftest import Daemon, days_ago, run_cli, today, wait_until
 
 
 def diary(d: Daemon) -> Path:
@@ -191,7 +191,7 @@ def test_offline_changes_seen_after_restart(daemon: Daemon) -> None:
     daemon.call("brain_note", text="kept note")
     daemon.call("brain_note", text="removed note")
     daemon.stop()
-    other = daemon.root / "diary" / "2026-01-02.md"
+    other = daemon.root / "diary" / f"{days_ago(5)}.md"  # inside every recall window, whatever today is
     diary(daemon).write_text(diary(daemon).read_text().replace("removed note", "edited note"))
     other.write_text("[10:00] offline addition\n")
     daemon.start()

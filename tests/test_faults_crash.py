@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,7 @@ from braind import fsutil
 from braind.client import Client
 from braind.errors import BraindError
 from tests.conftest import Daemon, days_ago, today, wait_until
-from tests.faults import assert_index_matches_files
+from tests.faults import assert_index_matches_files, fill, tiny_tmpfs
 
 SEED = int(os.environ.get("BRAIND_FAULT_SEED", "7"))
 CRAWL_DAYS = 60  # diary files in the root the initial crawl reads
@@ -343,14 +344,15 @@ def fd_of(call: str) -> str:
 
 
 def test_real_daemon_writes_then_fsyncs_then_replies(daemon: Daemon) -> None:
-    """strace on the real daemon: an append is write → fsync → reply; a rewrite adds replace → fsync(dir)."""
+    """strace on the real daemon: an append is write, fsync, reply; a rewrite is temp, fsync, exchange, fsync(dir)."""
     daemon.call("brain_note", text="warm up the diary")
     daemon.call("memory_write_root", section="Order", content="the file exists, so the next write replaces it")
     log = daemon.base / "strace.log"
     tracer = strace_daemon(daemon, log)
     try:
         daemon.call("brain_note", text="ordered append heron")
-        daemon.call("memory_write_root", section="Order", content="ordered rewrite heron")
+        daemon.call("memory_write_root", section="Order", content="ordered section append heron")
+        daemon.call("memory_correct", scope="root", section="Order", content="ordered rewrite heron", approved=True)
     finally:
         tracer.terminate()
         tracer.wait(30)
@@ -362,6 +364,13 @@ def test_real_daemon_writes_then_fsyncs_then_replies(daemon: Daemon) -> None:
     diary_fd = append[at].split("(", 1)[1].split(",", 1)[0]
     synced = first(append, lambda c: c.startswith(f"fsync({diary_fd})") and c.endswith("= 0"), at)
     assert first_reply(threads, lines, lines[tid][at][0]) > lines[tid][synced][1]
+    tid, grow = next((t, c) for t, c in threads.items() if any("ordered section append heron\\n" in x for x in c))
+    at = first(grow, lambda c: c.startswith("write(") and "ordered section append heron\\n" in c)
+    memory_fd = grow[at].split("(", 1)[1].split(",", 1)[0]
+    assert "O_APPEND" in grow[max(i for i in range(at) if grow[i].endswith(f"= {memory_fd}"))]
+    synced = first(grow, lambda c: c.startswith(f"fsync({memory_fd})") and c.endswith("= 0"), at)
+    assert first_reply(threads, lines, lines[tid][at][0]) > lines[tid][synced][1]
+    assert not any("braind-tmp" in c for c in grow)  # the last section grows in place: no rewrite
     tid, rewrite = next((t, c) for t, c in threads.items() if any(".MEMORY.md.braind-tmp" in x for x in c))
     opened = first(rewrite, lambda c: c.startswith("openat(") and ".MEMORY.md.braind-tmp" in c)
     tmp_fd = fd_of(rewrite[opened])
@@ -403,7 +412,7 @@ class OsCalls:
             if where is None:
                 return real(*args, **kw)
             self.log.append((op, where))
-            if self.fail is not None and self.fail[:2] == (op, Path(where).name):
+            if self.fail is not None and self.fail[:2] == (op, plain(where)):
                 raise OSError(self.fail[2], os.strerror(self.fail[2]))
             if op == "write" and self.short == Path(where).name:
                 return real(args[0], bytes(args[1])[: len(args[1]) // 2])
@@ -423,7 +432,12 @@ class OsCalls:
 
     def ops(self, name: str) -> list[str]:
         """The operations made on one file name, in order."""
-        return [op for op, where in self.log if Path(where).name == name]
+        return [op for op, where in self.log if plain(where) == name]
+
+
+def plain(where: str) -> str:
+    """A file's name, a braind temp name without its per-write suffix (`.x.braind-tmp-<pid>-<n>` → `.x.braind-tmp`)."""
+    return re.sub(r"(\.braind-(?:tmp|old))-\d+-\d+$", r"\1", Path(where).name)
 
 
 @pytest.fixture
@@ -436,8 +450,8 @@ def dir_fd(tmp_path: Path) -> Iterator[int]:
 
 def test_append_order_is_write_then_fsync(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dir_fd: int) -> None:
     calls = OsCalls(monkeypatch, tmp_path)
-    assert fsutil.append_line(dir_fd, "2026-01-02.md", "[10:00] new day") is True
-    assert fsutil.append_line(dir_fd, "2026-01-02.md", "[10:01] next line") is False
+    assert fsutil.append_line(dir_fd, "2026-01-02.md", "[10:00] new day").created is True
+    assert fsutil.append_line(dir_fd, "2026-01-02.md", "[10:01] next line").created is False
     assert calls.ops("2026-01-02.md") == ["write", "fsync", "close", "write", "fsync", "close"]
     assert calls.log[3] == ("fsync", str(tmp_path))  # the new file's directory entry, after the file
     assert calls.log.count(("fsync", str(tmp_path))) == 1
@@ -495,7 +509,7 @@ def test_replace_order_is_write_fsync_replace_fsync_dir(
 ) -> None:
     (tmp_path / "MEMORY.md").write_text("## old\n")
     calls = OsCalls(monkeypatch, tmp_path)
-    fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n", keep_backup=False)
+    fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n")
     assert [op for op, _ in calls.log] == ["write", "fsync", "close", "replace", "fsync"]
     assert calls.log[-1] == ("fsync", str(tmp_path)) and calls.log[-2] == ("replace", "MEMORY.md")
     assert (tmp_path / "MEMORY.md").read_text() == "## new\n"
@@ -548,7 +562,7 @@ def test_replace_error_before_the_rename_leaves_the_file(
     calls = OsCalls(monkeypatch, tmp_path)
     calls.fail = (op, ".MEMORY.md.braind-tmp", code)
     with pytest.raises(BraindError) as err:
-        fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n", keep_backup=False)
+        fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n")
     assert err.value.reason == "io_error"
     assert calls.ops(".MEMORY.md.braind-tmp").count(op) == 1 and "replace" not in calls.ops("MEMORY.md")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["MEMORY.md"]
@@ -563,35 +577,10 @@ def test_replace_dir_fsync_error_fails_the_request(
     calls = OsCalls(monkeypatch, tmp_path)
     calls.fail = ("fsync", tmp_path.name, errno.EIO)
     with pytest.raises(BraindError) as err:
-        fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n", keep_backup=False)
+        fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n")
     assert err.value.reason == "io_error"
     assert calls.ops(tmp_path.name) == ["fsync"]
     assert (tmp_path / "MEMORY.md").read_text() in ("## old\n", "## new\n")
-
-
-@contextlib.contextmanager
-def tiny_tmpfs(path: Path, size: str) -> Iterator[None]:
-    """Mount a small tmpfs (a real full disk); skip when this machine does not let us mount."""
-    path.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def fill(path: Path) -> None:
-    """Write to path until the filesystem is full."""
-    with path.open("wb", buffering=0) as f, contextlib.suppress(OSError):
-        while True:
-            f.write(b"x" * 1024)
 
 
 def test_enospc_on_a_real_full_disk_fails_the_note_and_leaves_the_file(make_daemon: Callable[..., Daemon]) -> None:
@@ -713,7 +702,7 @@ def test_identity_change_while_stopped_starts_a_new_index(make_daemon: Callable[
     d.stop()
     moved = d.base / "root2"
     shutil.copytree(d.root, moved)
-    (moved / "diary" / "2026-01-05.md").write_text("[10:00] only in the second root ibis\n", encoding="utf-8")
+    (moved / "diary" / f"{days_ago(5)}.md").write_text("[10:00] only in the second root ibis\n", encoding="utf-8")
     d.settings["memory_root"] = str(moved)
     d.start()
     assert aside(d, "partitions.old-")

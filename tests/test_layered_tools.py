@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from braind.errors import BraindError
-from tests.conftest import Daemon, run_cli, wait_until
+from tests.conftest import Daemon, days_ago, run_cli, today, wait_until
 
 CREATED = "---\nname: 网络历史\ntype: reference\ndescription: 网络故障 与处理\n---\n\n# 网络历史\n"
 
@@ -152,24 +152,23 @@ def test_duplicate_titles_need_at(daemon: Daemon) -> None:
     daemon.call("memory_creator", scope="home", name="部署", type="project", description="部署记录", heading="部署")
     path = daemon.root / "logs" / "部署.md"
     head = path.read_text()
+    first, second, third = days_ago(3), days_ago(2), days_ago(1)  # recent days: in every recall window
     body = (
-        "\n## [上线] 2026-01-02 10:00\n第一次\n"
-        "\n## [上线] 2026-01-03 11:00\n第二次\n"
-        "\n## [上线检查] 2026-01-04 09:00\n检查\n"
+        f"\n## [上线] {first} 10:00\n第一次\n\n## [上线] {second} 11:00\n第二次\n\n## [上线检查] {third} 09:00\n检查\n"
     )
     path.write_text(head + body)
     wait_until(lambda: "上线\n第二次" in daemon.recall("第二次", days=365), what="the hand-written entries")
     err = refused(daemon, "memory_correct", scope="home", name="部署", title="上线", content="x", approved=True)
     assert err.reason == "ambiguous" and "at=" in err.message
     assert err.data["matches"] == [
-        {"title": "上线", "at": "2026-01-02 10:00", "line": 9},
-        {"title": "上线", "at": "2026-01-03 11:00", "line": 12},
+        {"title": "上线", "at": f"{first} 10:00", "line": 9},
+        {"title": "上线", "at": f"{second} 11:00", "line": 12},
     ]
     daemon.call(
-        "memory_correct", scope="home", name="部署", title="上线", at="2026-01-03 11:00", content="改", approved=True
+        "memory_correct", scope="home", name="部署", title="上线", at=f"{second} 11:00", content="改", approved=True
     )
     assert path.read_text() == head + body.replace("第二次", "改")
-    daemon.call("memory_correct", scope="home", name="部署", title="上线检", at="2026-01-04", approved=True)
+    daemon.call("memory_correct", scope="home", name="部署", title="上线检", at=third, approved=True)
     assert path.read_text() == head + body.replace("第二次", "改").split("\n\n## [上线检查]")[0] + "\n"
     missing = refused(daemon, "memory_correct", scope="home", name="部署", title="回滚", content="x", approved=True)
     assert missing.reason == "not_found" and len(missing.data["entries"]) == 2
@@ -245,7 +244,7 @@ def test_editor_edits_to_memory_and_logfiles_are_picked_up(daemon: Daemon) -> No
     daemon.wait_gone("乌龙茶", "偏好\n喜欢乌龙茶")
     logfile = daemon.root / "logs" / "notes.md"
     with logfile.open("a") as f:
-        f.write("\n## [typed by hand] 2026-11-30 08:00\nflamingo sighting\n")
+        f.write(f"\n## [typed by hand] {today()} 08:00\nflamingo sighting\n")
     daemon.wait_recall("flamingo", "typed by hand\nflamingo sighting")
     assert daemon.call("memory_write_logfile", scope="home", name="notes", content="after the editor")["line"] == 12
 
@@ -253,7 +252,7 @@ def test_editor_edits_to_memory_and_logfiles_are_picked_up(daemon: Daemon) -> No
 def test_malformed_frontmatter_is_reported_not_fatal(daemon: Daemon) -> None:
     (daemon.root / "logs").mkdir(parents=True)
     bad = daemon.root / "logs" / "bad.md"
-    bad.write_text("---\nname: [bad\n---\n\n# Bad\n\n## [kept] 2026-11-30 09:00\npelican notes\n")
+    bad.write_text(f"---\nname: [bad\n---\n\n# Bad\n\n## [kept] {today()} 09:00\npelican notes\n")
     daemon.wait_recall("pelican", "kept\npelican notes")
     skipped = [(p["path"], p["line"], p["reason"]) for p in daemon.call("status")["skipped_lines"]]
     assert skipped == [(str(bad), 2, "bad_frontmatter")]

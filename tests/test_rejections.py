@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Daemon, today, wait_until
+from tests.conftest import Daemon, days_ago, today, wait_until
 
 SMALL = {"files": {"max_file_bytes": 2048, "max_line_bytes": 128}}
 
@@ -27,10 +27,11 @@ BAD_FILES: list[tuple[str, bytes, str]] = [
     ("20260131.md", b"[10:00] no dashes\n", "invalid_date"),
     ("2026-W05-5.md", b"[10:00] week date\n", "invalid_date"),
     ("\uff12\uff10\uff12\uff16-01-31.md", b"[10:00] full width\n", "invalid_date"),
-    ("2026-03-01.md", b"[10:00] has a \x00 nul\n", "nul_byte"),
-    ("2026-03-02.md", b"[10:00] bad \xff\xfe utf8\n", "invalid_utf8"),
-    ("2026-03-03.md", b"[10:00] surrogate \xed\xa0\x80\n", "invalid_utf8"),
-    ("2026-03-04.md", b"[10:00] " + b"big " * 600 + b"\n", "too_large"),
+    # real dates of the last days: were they indexed, the recall below (365 days) would find them
+    (f"{days_ago(1)}.md", b"[10:00] has a \x00 nul\n", "nul_byte"),
+    (f"{days_ago(2)}.md", b"[10:00] bad \xff\xfe utf8\n", "invalid_utf8"),
+    (f"{days_ago(3)}.md", b"[10:00] surrogate \xed\xa0\x80\n", "invalid_utf8"),
+    (f"{days_ago(4)}.md", b"[10:00] " + b"big " * 600 + b"\n", "too_large"),
 ]
 
 

@@ -1,0 +1,214 @@
+"""The compare-and-exchange rewrite, branch by branch: another program's write placed at an exact moment.
+
+The racing tests (`test_faults_races.py`) drive these branches with a real second process, at
+random moments. Here each branch is reached on purpose: `exchange` is wrapped so that another
+writer acts right before or right after the swap. That is the one thing mocked, because no real
+process can be made to write between two given syscalls of the daemon; the files, inodes and
+renames are real. Filesystems without RENAME_EXCHANGE are simulated the same way (every local
+Linux filesystem here supports it).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from braind import rewrite
+from braind.fsutil import leftover, temp_name
+from braind.rewrite import Rewriter, Target, clean_leftovers, grown, in_flux
+
+MEMORY = "## alpha\nfirst body\n\n## omega\nomega body\n"
+
+
+def correct_alpha(body: str) -> Callable[[str | None], tuple[str, None]]:
+    """A change that rewrites section alpha's body (as memory_correct does)."""
+
+    def change(text: str | None) -> tuple[str, None]:
+        assert text is not None
+        head, _, rest = text.partition("## alpha\n")
+        return head + "## alpha\n" + body + "\n" + rest[rest.index("\n\n") + 1 :], None
+
+    return change
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Target:
+    """A root holding a MEMORY.md."""
+    (tmp_path / "MEMORY.md").write_text(MEMORY)
+    return Target(tmp_path, Path("MEMORY.md"))
+
+
+def rewriter() -> Rewriter:
+    """A rewriter with a short quiet window."""
+    return Rewriter(0.01, 0.2, 1 << 20)
+
+
+def wrap_exchange(monkeypatch: pytest.MonkeyPatch, before: Callable[[], None], after: Callable[[], None]) -> None:
+    """Make another program act right before and right after braind's first swap."""
+    real = rewrite.exchange
+    calls = []
+
+    def exchange(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> bool:
+        calls.append(dst)
+        if len(calls) == 1:
+            before()
+        done = real(src_dir_fd, src, dst_dir_fd, dst)
+        if len(calls) == 1:
+            after()
+        return done
+
+    monkeypatch.setattr(rewrite, "exchange", exchange)
+
+
+def test_temp_names_are_unique_and_recognised() -> None:
+    first, second = temp_name("MEMORY.md"), temp_name("MEMORY.md")
+    assert first != second and first.startswith(".MEMORY.md.braind-tmp-")
+    assert leftover(first) == ("MEMORY.md", "braind-tmp")
+    assert leftover(".MEMORY.md.braind-tmp") == ("MEMORY.md", "braind-tmp")  # older versions' fixed name
+    assert leftover(".notes.md.bak-tmp") == ("notes.md", "bak-tmp")
+    assert leftover(temp_name("notes.md", "braind-old")) == ("notes.md", "braind-old")
+    for name in ("MEMORY.md", ".MEMORY.md.swp", "notes.md.bak", ".x.braind-tmpfoo", "MEMORY.md.carry"):
+        assert leftover(name) is None, name
+
+
+def test_a_rewrite_swaps_in_a_new_inode_and_keeps_the_old_one_as_the_backup(memory: Target) -> None:
+    before = os.stat(memory.path).st_ino
+    text, _ = rewriter().edit(memory, correct_alpha("second body"), None, False)
+    assert memory.path.read_text() == text == "## alpha\nsecond body\n\n## omega\nomega body\n"
+    bak = memory.root / ".braind" / "bak" / "MEMORY.md.bak"
+    assert os.stat(bak).st_ino == before and bak.read_text() == MEMORY
+    assert not [p for p in memory.root.rglob("*") if leftover(p.name)]
+
+
+def test_an_append_is_one_write_to_the_same_inode(memory: Target) -> None:
+    before = os.stat(memory.path).st_ino
+    rewriter().edit(memory, lambda text: ((text or "") + "more\n", None), None, True)
+    assert os.stat(memory.path).st_ino == before and memory.path.read_text() == MEMORY + "more\n"
+    assert not (memory.root / ".braind" / "bak").exists()
+
+
+def test_an_append_reaching_the_old_inode_after_the_swap_is_swapped_back_and_kept(
+    memory: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program holding the file open appends just after the swap: its inode comes back, the rewrite is redone."""
+    holder = open(memory.path, "a")  # noqa: SIM115 - held open across the rewrite, as a logger would
+    try:
+        wrap_exchange(monkeypatch, lambda: None, lambda: (holder.write("late line\n"), holder.flush()))
+        text, _ = rewriter().edit(memory, correct_alpha("second body"), None, False)
+    finally:
+        holder.close()
+    assert memory.path.read_text() == text == "## alpha\nsecond body\n\n## omega\nomega body\nlate line\n"
+
+
+def test_a_rename_save_slipping_in_before_the_swap_keeps_what_it_added(
+    memory: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vim saves just before braind swaps: its addition ends up in braind's version, not lost with the old file."""
+
+    def vim_saves() -> None:
+        tmp = memory.root / ".MEMORY.md.swp"
+        tmp.write_text(MEMORY + "saved by vim\n")
+        os.replace(tmp, memory.path)
+
+    wrap_exchange(monkeypatch, vim_saves, lambda: None)
+    rewriter().edit(memory, correct_alpha("second body"), None, False)
+    assert memory.path.read_text() == "## alpha\nsecond body\n\n## omega\nomega body\nsaved by vim\n"
+
+
+def test_a_rewrite_by_another_program_before_the_swap_is_put_back_and_the_change_redone(
+    memory: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that changed the text (not only added to it) is not overwritten: the change is made on it."""
+
+    def other_rewrites() -> None:
+        tmp = memory.root / ".MEMORY.md.swp"
+        tmp.write_text(MEMORY.replace("omega body", "omega rewritten by hand"))
+        os.replace(tmp, memory.path)
+
+    wrap_exchange(monkeypatch, other_rewrites, lambda: None)
+    rewriter().edit(memory, correct_alpha("second body"), None, False)
+    assert memory.path.read_text() == "## alpha\nsecond body\n\n## omega\nomega rewritten by hand\n"
+
+
+def test_without_rename_exchange_the_temp_file_is_renamed_over_and_late_appends_carried(
+    memory: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem without RENAME_EXCHANGE (simulated): os.replace after the compare, then the last look."""
+    holder = open(memory.path, "a")  # noqa: SIM115 - held open across the rewrite
+    real_replace = os.replace
+
+    def replace(src: str, dst: str, **kw: int) -> None:
+        real_replace(src, dst, **kw)
+        if dst == "MEMORY.md":
+            holder.write("late line\n")
+            holder.flush()
+
+    monkeypatch.setattr(rewrite, "exchange", lambda *args: False)
+    monkeypatch.setattr(os, "replace", replace)
+    try:
+        rewriter().edit(memory, correct_alpha("second body"), None, False)
+    finally:
+        holder.close()
+    assert memory.path.read_text() == "## alpha\nsecond body\n\n## omega\nomega body\nlate line\n"
+
+
+def test_an_append_made_long_after_reaches_the_file_at_the_next_look(memory: Target) -> None:
+    """A program that keeps the old file open writes later: carried over at the next write, or at close."""
+    holder = open(memory.path, "a")  # noqa: SIM115 - held open across the rewrite
+    writer = rewriter()
+    try:
+        writer.edit(memory, correct_alpha("second body"), None, False)
+        holder.write("written a while later\n")
+        holder.flush()
+        writer.close()
+    finally:
+        holder.close()
+    assert memory.path.read_text().endswith("omega body\nwritten a while later\n")
+    assert not (memory.root / ".braind" / "bak" / "MEMORY.md.carry").exists()
+
+
+def test_a_file_being_saved_in_place_is_waited_for(memory: Target) -> None:
+    """An editor truncated the file and writes the rest a moment later: braind builds on the saved text."""
+    info = os.stat(memory.path)
+    assert not in_flux(info, info.st_size, info.st_size, 0.05, 0.2)
+    os.truncate(memory.path, 0)
+    emptied = os.stat(memory.path)
+    assert in_flux(emptied, 0, info.st_size, 0.05, 0.2) and not in_flux(emptied, 0, info.st_size, 0.0, 0.0)
+    saved = threading.Timer(0.05, lambda: memory.path.write_text(MEMORY + "saved in place\n"))
+    saved.start()
+    try:
+        Rewriter(0.01, 1.0, 1 << 20).edit(memory, correct_alpha("second body"), info.st_size, False)
+    finally:
+        saved.join()
+    assert memory.path.read_text() == "## alpha\nsecond body\n\n## omega\nomega body\nsaved in place\n"
+
+
+def test_grown_tells_an_append_from_a_rewrite(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"abc\n")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert grown(fd, b"abc\n") == b""
+        path.write_bytes(b"abc\ndef\n")
+        assert grown(fd, b"abc\n") == b"def\n"
+        path.write_bytes(b"xbc\ndef\n")
+        assert grown(fd, b"abc\n") is None
+    finally:
+        os.close(fd)
+
+
+def test_start_up_clean_up_removes_temps_and_keeps_an_orphaned_backup_link(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text(MEMORY)
+    bak = tmp_path / ".braind" / "bak"
+    bak.mkdir(parents=True)
+    (tmp_path / temp_name("MEMORY.md")).write_text("unacknowledged")
+    (bak / temp_name("MEMORY.md", "braind-old")).write_text("the version before the last swap")
+    os.link(tmp_path / "MEMORY.md", bak / temp_name("MEMORY.md", "braind-old"))
+    done = clean_leftovers(tmp_path)
+    assert len(done) == 3 and sum("kept leftover" in d for d in done) == 1, done
+    assert (bak / "MEMORY.md.bak").read_text() == "the version before the last swap"
+    assert sorted(p.name for p in bak.iterdir()) == ["MEMORY.md.bak"] and (tmp_path / "MEMORY.md").read_text() == MEMORY
