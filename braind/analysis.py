@@ -131,6 +131,10 @@ class Language:
             return (stemmers[0](word) or word,)
         return tuple(dict.fromkeys(stem(word) or word for stem in stemmers))
 
+    def cached_counts(self, text: str) -> dict[str, int]:
+        """term_counts() of a text, kept for the next search: uncommitted entries are scored by every search."""
+        return _counts_cache(self, text)
+
     def term_counts(self, text: str) -> dict[str, int]:
         """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""
         counts: dict[str, int] = {}
@@ -213,6 +217,12 @@ class Language:
         """Whether a text holds two stems as consecutive words, for phrase ranking."""
         words, _ = _terms_cache(self, text)
         return f"\n{first}\n{second}\n" in words + "\n"
+
+
+@lru_cache(maxsize=4096)
+def _counts_cache(language: Language, text: str) -> dict[str, int]:
+    """Language.term_counts, cached (the dicts are never changed by their readers)."""
+    return language.term_counts(text)
 
 
 @lru_cache(maxsize=2048)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field, replace
 
 TYPES = ("note", "fact", "decision", "error", "workflow")
@@ -190,6 +190,15 @@ def _looks_like_group(text: str) -> bool:
     return group is not None and group["meta"].split(" ")[0] in TYPES
 
 
+def occurrences(entries: Sequence[Entry], texts: Set[str] | None = None) -> dict[tuple[str, str], int]:
+    """How often each (time, text) occurs among entries (only texts in `texts`, when given)."""
+    seen: dict[tuple[str, str], int] = {}
+    for entry in entries:
+        if texts is None or entry.text in texts:
+            seen[(entry.time, entry.text)] = seen.get((entry.time, entry.text), 0) + 1
+    return seen
+
+
 def diary_entries(
     root: str,
     realm: str,
@@ -197,13 +206,14 @@ def diary_entries(
     date: str,
     lines: list[tuple[int, Line]],
     before: Sequence[Entry] = (),
+    seen: dict[tuple[str, str], int] | None = None,
 ) -> list[Entry]:
-    """Turn parsed lines of one diary day (after the entries `before` them) into entries with stable fingerprints."""
-    texts = {line.text for _, line in lines}
-    seen: dict[tuple[str, str], int] = {}
-    for entry in before:  # a note appended to a busy day looks only for its own text among the day's
-        if entry.text in texts:
-            seen[(entry.time, entry.text)] = seen.get((entry.time, entry.text), 0) + 1
+    """Turn parsed lines of one diary day (after the entries `before` them) into entries with stable fingerprints.
+
+    `seen` may count the (time, text) pairs of `before` already (it is updated); else they are counted.
+    """
+    if seen is None:
+        seen = occurrences(before, {line.text for _, line in lines})
     out = []
     for number, line in lines:
         occurrence = seen.get((line.time, line.text), 0)

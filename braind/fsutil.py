@@ -40,6 +40,7 @@ class Appended:
     start: int
     data: bytes
     created: bool
+    prior: tuple[int, int] = (-1, -1)  # the file's (size, mtime_ns) just before: what the index may already hold
 
 
 def temp_name(name: str, kind: str = TEMP) -> str:
@@ -62,7 +63,8 @@ def append_bytes(dir_fd: int, name: str, text: bytes) -> Appended:
     """Append bytes in one write() after a newline if the file lacks one, fsync, and say where they landed."""
     fd, created = _open_append(dir_fd, name)
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        size, prior = info.st_size, (info.st_size, info.st_mtime_ns)
         data = _separator(fd, size).encode("utf-8") + text
         try:
             start = append_once(fd, data, name)
@@ -78,7 +80,7 @@ def append_bytes(dir_fd: int, name: str, text: bytes) -> Appended:
         except BraindError:
             _unlink_quietly(dir_fd, name)
             raise
-    return Appended(start, data, created)
+    return Appended(start, data, created, prior)
 
 
 def append_once(fd: int, data: bytes, name: str) -> int:

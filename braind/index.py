@@ -535,6 +535,8 @@ class Index:
             if delay > 0 and self._stopping.wait(delay):
                 return
             self._wake.clear()
+            if self._stopping.is_set():  # close() may have set the wake-up just cleared
+                return
             try:
                 self.commit()
                 failures = 0
@@ -697,18 +699,29 @@ class Index:
         return sorted(self.file_entries(path)[-count:], key=_LINE) if count > 0 else []
 
     def file_entries(self, path: str) -> tuple[Entry, ...]:
-        """The current entries of one file in the order they were read (file order), as held, without a copy."""
+        """The current entries of one file in the order they were read (file order), as held, without a copy.
+
+        A queued change or what the last commits wrote needs no searcher, so a note does not wait for a search.
+        """
+        held = self._held_entries(path)
+        if held is not None:
+            return held
         with self._search_lock:
             self._check_open()
-            with self._lock:
-                change = self._pending.get(path)
-                change = self._committing.get(path) if change is None else change
-            if change is not None:
-                return change.entries  # loaders build entries in file order
-            if (known := self._remembered(path)) is not None:
-                return known  # what the last commit wrote: no documents to read
+            held = self._held_entries(path)  # a commit may have published it meanwhile
+            if held is not None:
+                return held
             docs = self._searcher.documents(path=path)
             return tuple(sorted((_entry(doc) for doc in docs if doc.get("kind") != _FILE), key=_LINE))
+
+    def _held_entries(self, path: str) -> tuple[Entry, ...] | None:
+        """A file's entries from a queued change (loaders build them in file order) or a recent commit, else None."""
+        with self._lock:
+            change = self._pending.get(path)
+            change = self._committing.get(path) if change is None else change
+        if change is not None:
+            return change.entries
+        return self._remembered(path)
 
     def search(
         self,

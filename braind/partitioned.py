@@ -211,6 +211,8 @@ class PartitionedIndex:
             if self._stopping.wait(self._commit_ms / 1000):
                 return
             self._wake.clear()
+            if self._stopping.is_set():  # close() may have set the wake-up just cleared
+                return
             self._busy_since = time.monotonic()
             try:
                 self.commit()
@@ -364,6 +366,12 @@ class PartitionedIndex:
         part = self._part(partition_key(path), create=False)
         with self._reading():
             return part.entries_for(path) if part is not None else []
+
+    def file_entries(self, path: str) -> tuple[Entry, ...]:
+        """The current entries of one file in the order they were read, without a copy."""
+        part = self._part(partition_key(path), create=False)
+        with self._reading():
+            return part.file_entries(path) if part is not None else ()
 
     def recent(self, path: str, count: int) -> list[Entry]:
         """The last `count` entries of one file, by line."""

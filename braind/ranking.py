@@ -225,7 +225,7 @@ def _text_score(
     """BM25 of a text's own words."""
     from braind.postings import K1, B  # the engine's BM25 parameters, one source for both paths
 
-    counts = language.term_counts(text)
+    counts = language.cached_counts(text)
     length_norm = K1 * (1 - B + B * sum(counts.values()) / (norm or 1))
     total = 0.0
     for term, term_weights in zip(terms, weights, strict=True):
@@ -239,7 +239,7 @@ def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
     """A word's statistics among uncommitted entries, counted as their documents will count it."""
     exact = longer = 0
     for text in texts:
-        frequencies = _frequencies(language.term_counts(text), term)
+        frequencies = _frequencies(language.cached_counts(text), term)
         exact, longer = exact + (frequencies[0] > 0), longer + (frequencies[1] > 0)
     return Stats(len(texts), exact, longer)
 

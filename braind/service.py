@@ -108,7 +108,7 @@ class Memory:
             dir_fd = open_dir(root.path, ("diary",), create=True)
             try:
                 appended = append_line(dir_fd, name, rendered)
-                loaded = self.syncer.sync_append(root, Path("diary", name), rendered)
+                loaded = self.syncer.sync_append(root, Path("diary", name), appended)
                 entry = _last_matching(loaded.entries, line)
                 if then is not None:
                     self._then(then, entry, root, dir_fd, name, appended)

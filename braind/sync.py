@@ -7,15 +7,17 @@ import logging
 import os
 import stat
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from braind import layered
 from braind.config import FilesConfig
-from braind.entries import Entry, diary_entries
+from braind.entries import Entry, diary_entries, occurrences
 from braind.errors import BraindError
-from braind.fsutil import lkind
+from braind.fsutil import Appended, lkind
 from braind.index import FileRecord
 from braind.partitioned import PartitionedIndex
 from braind.problems import Problems
@@ -131,6 +133,17 @@ def with_status(loaded: Loaded, state: RootState) -> Loaded:
     return loaded if entries is loaded.entries else replace(loaded, entries=entries)
 
 
+_APPENDED_FILES = 8  # files whose running hash and counts are kept (today's diary, a project's, yesterday's)
+
+
+def _keep(kept: OrderedDict[str, Any], path: str, value: Any) -> None:
+    """Remember a file's value, forgetting the least recently appended beyond a few."""
+    kept[path] = value
+    kept.move_to_end(path)
+    while len(kept) > _APPENDED_FILES:
+        kept.popitem(last=False)
+
+
 def _with_statuses(entries: tuple[Entry, ...], state: RootState) -> tuple[Entry, ...]:
     """Entries with the status the root's state gives them; the same tuple when none changes."""
     if not entries or not state.marks:
@@ -153,6 +166,10 @@ class Syncer:
         self.states = states or States()
         self.lock = threading.RLock()
         self.behind: dict[str, tuple[Root, Path]] = {}  # files whose index update failed, retried at each sync
+        # What lets an append be indexed alone: a running hash and line count of each file appended to,
+        # and how often each (time, text) occurs in it, for the last few files.
+        self._hashes: OrderedDict[str, tuple[int, Any, int]] = OrderedDict()
+        self._seen: OrderedDict[str, tuple[tuple[Entry, ...], dict[tuple[str, str], int]]] = OrderedDict()
 
     def load(self, root: Root, rel: Path) -> Loaded:
         """Validate and parse one file, with each entry's status from the root's state."""
@@ -195,43 +212,87 @@ class Syncer:
             self.apply(root, loaded)
             return loaded
 
-    def sync_append(self, root: Root, rel: Path, line: str) -> Loaded:
-        """Index a diary day the daemon just appended `line` to: only the new line is parsed when the rest is
-        exactly what the index holds (else the whole file is re-read), so a busy day costs no more per note."""
+    def sync_append(self, root: Root, rel: Path, appended: Appended) -> Loaded:
+        """Index a diary day the daemon just appended to: when nothing else touched the file since the index
+        read it, only the new lines are parsed and hashed, so a note to a busy day costs its own length.
+
+        Anything else (an editor's change, another process's append, a missing running hash) re-reads the file.
+        """
         with self.lock:
             self.catch_up()
             path = str(root.path / rel)
-            before = self.index.record(path)
             date = diary_date(rel.name)
+            grown = self._grown(path, appended)
+            if date is None or grown is None:
+                return self._reread(root, rel)
+            record, lines_before = grown
+            text = appended.data.decode("utf-8")
+            lines, skipped = parse_diary(path, text, self.files.max_line_bytes)
             try:
-                data = read_file(root.path, rel, self.files.max_file_bytes)
-            except BraindError:
-                return self.sync_file(root, rel)
-            raw = data.text.encode("utf-8")
-            added = (line + "\n").encode("utf-8")
-            offset = len(raw) - len(added)
-            if (
-                before is None
-                or date is None
-                or len(raw) != data.size
-                or not raw.endswith(added)
-                or before.size != offset
-                or hashlib.sha256(raw[:offset]).hexdigest() != before.sha256
-            ):
-                return self.sync_file(root, rel)
-            lines, skipped = parse_diary(path, line + "\n", self.files.max_line_bytes)
-            number = raw.count(b"\n", 0, offset) + 1
-            try:
-                old = self.index.entries_for(path)
+                old = self.index.file_entries(path)
             except BraindError:  # an index being repaired: the file itself is the truth
-                return self.sync_file(root, rel)
-            parsed = diary_entries(str(root.path), root.realm, path, date, [(number, ln) for _, ln in lines], old)
+                return self._reread(root, rel)
+            seen = self._seen_in(path, old)
+            numbered = [(lines_before + number, line) for number, line in lines]
+            parsed = diary_entries(str(root.path), root.realm, path, date, numbered, old, seen)
             new = _with_statuses(tuple(parsed), self.states.of(root))  # the indexed entries carry theirs already
-            record = FileRecord(str(root.path), path, data.size, data.mtime_ns, data.sha256)
-            problems = self.problems.of(path) + tuple(replace(p, line=number) for p in skipped)
+            problems = self.problems.of(path) + tuple(replace(p, line=lines_before + (p.line or 1)) for p in skipped)
             loaded = Loaded(path, record, (*old, *new), problems)
+            _keep(self._seen, path, (loaded.entries, seen))
             self.apply(root, loaded)
             return loaded
+
+    def _grown(self, path: str, appended: Appended) -> tuple[FileRecord, int] | None:
+        """The file's new record and its lines before the append, when the append only grew what the index holds."""
+        before = self.index.record(path)
+        if before is None or appended.prior != (before.size, before.mtime_ns) or appended.start != before.size:
+            return None
+        if appended.data.startswith(b"\n"):  # the file ended mid-line: that line is complete now, read it again
+            return None
+        running = self._hashes.get(path)
+        if running is None or running[0] != before.size or running[1].hexdigest() != before.sha256:
+            running = self._hash_of(path, before)
+            if running is None:
+                return None
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return None
+        end = appended.start + len(appended.data)
+        if info.st_size != end or end > self.files.max_file_bytes or not stat.S_ISREG(info.st_mode):
+            return None  # another process appended after us, or the day outgrew its cap
+        digest = running[1].copy()
+        digest.update(appended.data)
+        _keep(self._hashes, path, (end, digest, running[2] + appended.data.count(b"\n")))
+        return FileRecord(before.root, path, end, info.st_mtime_ns, digest.hexdigest()), running[2]
+
+    def _hash_of(self, path: str, before: FileRecord) -> tuple[int, Any, int] | None:
+        """The running hash and line count of what the index holds of a file, read once; None when it differs."""
+        try:
+            with open(path, "rb") as stream:
+                data = stream.read(before.size)
+        except OSError:
+            return None
+        digest = hashlib.sha256(data)
+        if len(data) != before.size or digest.hexdigest() != before.sha256:
+            return None
+        running = (before.size, digest, data.count(b"\n"))
+        _keep(self._hashes, path, running)
+        return running
+
+    def _seen_in(self, path: str, old: tuple[Entry, ...]) -> dict[tuple[str, str], int]:
+        """How often each (time, text) occurs in a day's indexed entries, kept from the last append to it."""
+        found = self._seen.get(path)
+        if found is not None and found[0] is old:
+            return found[1]
+        return occurrences(old)
+
+    def _reread(self, root: Root, rel: Path) -> Loaded:
+        """Re-read one file whole, forgetting what was kept to index appends to it alone."""
+        path = str(root.path / rel)
+        self._hashes.pop(path, None)
+        self._seen.pop(path, None)
+        return self.sync_file(root, rel)
 
     def sync_path(self, root: Root, path: Path) -> None:
         """Look at a path the watcher marked: a file, a directory, or something gone."""

@@ -52,7 +52,7 @@ class Ledger:
     checked: set[str] = field(default_factory=set)
 
 
-def seed_root(d: Daemon, days: int = CRAWL_DAYS) -> None:
+def seed_root(d: Daemon, days: int = CRAWL_DAYS, ballast: int = BIG_DAY_LINES) -> None:
     """A root with many diary days (the crawl) and a large diary for today (slow commits)."""
     diary = d.root / "diary"
     diary.mkdir(parents=True)
@@ -61,7 +61,7 @@ def seed_root(d: Daemon, days: int = CRAWL_DAYS) -> None:
         day = (first + dt.timedelta(days=n)).isoformat()
         lines = "".join(f"[09:{k:02d}] crawl day {n} line {k} pelican\n" for k in range(LINES_PER_DAY))
         (diary / f"{day}.md").write_text(lines, encoding="utf-8")
-    big = "".join(f"[08:00] ballast line {k} heron\n" for k in range(BIG_DAY_LINES))
+    big = "".join(f"[08:00] ballast line {k} heron\n" for k in range(ballast))
     (diary / f"{today()}.md").write_text(big, encoding="utf-8")
 
 
@@ -669,12 +669,13 @@ def start_watching_states(d: Daemon) -> list[dict[str, Any]]:
     return seen
 
 
-REBUILD_DAYS = 150  # enough diary days that a rebuild takes a moment to watch
+REBUILD_DAYS = 150  # diary days, all inside a 365-day window
+REBUILD_BALLAST = 20_000  # lines of today's diary: enough that a rebuild takes a moment to watch
 
 
 def crawl_root(d: Daemon) -> None:
-    """Enough diary days that a rebuild takes a noticeable moment."""
-    seed_root(d, REBUILD_DAYS)
+    """Enough entries that a rebuild takes a noticeable moment."""
+    seed_root(d, REBUILD_DAYS, REBUILD_BALLAST)
 
 
 def test_damage_while_stopped_is_moved_aside_and_rebuilt(make_daemon: Callable[..., Daemon]) -> None:
