@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from braind.client import Client
+from braind.rpc.client import Client
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braind import analysis
+from braind.index import analysis
 
 EN = analysis.language()
 

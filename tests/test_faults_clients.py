@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from braind.protocol import MAX_BATCH, MAX_LINE
+from braind.rpc.protocol import MAX_BATCH, MAX_LINE
 from tests.conftest import Daemon, today, wait_until
 from tests.faults import assert_index_matches_files
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from braind.errors import Rejected
-from braind.validate import printable, read_file
+from braind.files.validate import printable, read_file
 from tests.conftest import Daemon, wait_until
 from tests.faults import WrappedDaemon, assert_index_matches_files
 

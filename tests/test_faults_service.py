@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from braind.client import Client
+from braind.rpc.client import Client
 from tests.conftest import REPO, Daemon, run_cli, today, wait_until
 from tests.faults import assert_index_matches_files
 

@@ -20,12 +20,21 @@ from whoosh.formats import Existence, Frequency
 from whoosh.query import And, Prefix, Term
 from whoosh.system import pack_uint
 
-from braind import analysis, postings
-from braind import writer as writer_module
-from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
-from braind.index import SCHEMA_VERSION, FileRecord, Index, _write_batch, add_file, make_schema, open_whoosh
-from braind.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
+from braind.index import analysis
+from braind.index.whoosh import postings
+from braind.index.whoosh import writer as writer_module
+from braind.index.whoosh.index import (
+    SCHEMA_VERSION,
+    FileRecord,
+    Index,
+    _write_batch,
+    add_file,
+    make_schema,
+    open_whoosh,
+)
+from braind.index.whoosh.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
+from braind.model.entries import Entry
 from tests.conftest import wait_until
 
 EN = analysis.language()

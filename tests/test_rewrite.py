@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from braind import rewrite
-from braind.fsutil import leftover, temp_name
-from braind.rewrite import Rewriter, Target, clean_leftovers, grown, in_flux
+from braind.files import rewrite
+from braind.files.durable import leftover, temp_name
+from braind.files.rewrite import Rewriter, Target, clean_leftovers, grown, in_flux
 
 MEMORY = "## alpha\nfirst body\n\n## omega\nomega body\n"
 
