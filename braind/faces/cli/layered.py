@@ -8,33 +8,18 @@ too long for an argument is read from stdin (give `-` or leave it out).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from braind.config import Config
-from braind.faces.cli.typed import entries_text, write
+from braind.faces.cli.common import Commands, call, emit, write
+from braind.faces.cli.render import entries_text
 from braind.model.entries import TYPES
 from braind.model.layered import LOG_TYPES
 
 SCOPES = ("root", "home", "project")
 LOG_SCOPES = ("home", "project")
-
-
-def _call(config: Config, method: str, **params: Any) -> Any:
-    """Call one method on the daemon, leaving out the params the user did not give."""
-    from braind.rpc.client import Client
-
-    with Client(config.client_sockets()) as client:
-        return client.call(method, **{k: v for k, v in params.items() if v is not None})
-
-
-def _emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str]) -> int:
-    """Print the result as JSON with --json, else in the command's human form."""
-    print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else human(result))
-    return 0
 
 
 def _text(value: str | None) -> str:
@@ -73,7 +58,7 @@ def cmd_memory_recall(args: argparse.Namespace, config: Config) -> int:
     """Read MEMORY.md, a section, a logfile listing or one logfile; or search typed memories."""
     params = {"section": args.section, "name": args.name, "type": args.type, "project": args.project}
     typed = {"query": args.query, "triggers": args.triggers, "limit": args.limit}
-    return _emit(args, _call(config, "memory_recall", scope=args.scope, **params, **typed), _recalled)
+    return emit(args, call(config, "memory_recall", scope=args.scope, **params, **typed), _recalled)
 
 
 def _recalled(result: dict[str, Any]) -> str:
@@ -98,7 +83,7 @@ def cmd_memory_write_root(args: argparse.Namespace, config: Config) -> int:
     """Append to a MEMORY.md section."""
     result = write(config, "memory_write_root", args.approved, section=args.section, content=_text(args.content))
     verb = "created" if result["created"] else "appended to"
-    return _emit(args, result, lambda r: f"{verb} section '## {r['section']}' of {r['path']} ({r['chars']} characters)")
+    return emit(args, result, lambda r: f"{verb} section '## {r['section']}' of {r['path']} ({r['chars']} characters)")
 
 
 def _write_logfile_args(parser: argparse.ArgumentParser) -> None:
@@ -123,7 +108,7 @@ def cmd_memory_write_logfile(args: argparse.Namespace, config: Config) -> int:
         title=args.title,
         project=args.project,
     )
-    return _emit(args, result, lambda r: f"appended '{r['heading']}' to {r['path']}")
+    return emit(args, result, lambda r: f"appended '{r['heading']}' to {r['path']}")
 
 
 def _correct_args(parser: argparse.ArgumentParser) -> None:
@@ -147,7 +132,7 @@ def cmd_memory_correct(args: argparse.Namespace, config: Config) -> int:
     result = write(
         config, "memory_correct", args.approved, scope=args.scope, content=content, project=args.project, **address
     )
-    return _emit(args, result, _corrected)
+    return emit(args, result, _corrected)
 
 
 def _corrected(result: dict[str, Any]) -> str:
@@ -180,7 +165,7 @@ def cmd_memory_creator(args: argparse.Namespace, config: Config) -> int:
         heading=args.heading or args.name,
         project=args.project,
     )
-    return _emit(args, result, lambda r: f"created {r['path']}")
+    return emit(args, result, lambda r: f"created {r['path']}")
 
 
 def _migrate_args(parser: argparse.ArgumentParser) -> None:
@@ -193,10 +178,10 @@ def cmd_migrate(args: argparse.Namespace, config: Config) -> int:
     from braind.files.migrate import migrate
 
     result = migrate(Path(args.project).absolute(), config.files.max_file_bytes)
-    return _emit(args, result.as_dict(), lambda r: str(r["message"]))
+    return emit(args, result.as_dict(), lambda r: str(r["message"]))
 
 
-LAYERED_COMMANDS: list[tuple[str, str, Callable[..., Any], Callable[[argparse.ArgumentParser], None]]] = [
+LAYERED_COMMANDS: Commands = [
     (
         "memory-recall",
         "read MEMORY.md, a section, the logfile listing or one logfile; or search typed memories (--query, --trigger)",

@@ -1,9 +1,11 @@
-"""Human output of the CLI: status, hits, and a progress bar."""
+"""Human output of the CLI: status, hits, entries, and a progress bar."""
 
 from __future__ import annotations
 
 import time
 from typing import Any, TextIO
+
+TEXT_CHARS = 200
 
 
 def plural(count: int, noun: str) -> str:
@@ -52,6 +54,49 @@ def hits(result: dict[str, Any]) -> str:
     lines.append(summary)
     if result.get("hint"):
         lines.append(f"hint: {result['hint']}")
+    return "\n".join(lines)
+
+
+def entry_line(entry: dict[str, Any]) -> str:
+    """One entry on one line: fp, [type key triggers], when, text, and its state when it is not plain live."""
+    tags = [entry["type"], *([f"key={entry['key']}"] if entry.get("key") else []), *entry.get("triggers", [])]
+    if entry.get("realm") == "project":
+        tags.append("project")
+    when = f"{entry.get('date') or ''} {entry.get('time') or ''}".strip() or "(undated)"
+    notes = _state_notes(entry)
+    tail = f"  ({', '.join(notes)})" if notes else ""
+    return f"{entry['fp']}  [{' '.join(tags)}]  {when}  {one_line(entry['text'])}{tail}"
+
+
+def _state_notes(entry: dict[str, Any]) -> list[str]:
+    """What sets an entry apart from a plain live one: tombstone or pin, weight, uses."""
+    notes = []
+    if entry.get("status") == "tombstoned":
+        why = f": {entry['why']}" if entry.get("why") else ""
+        by = f" → {entry['by']}" if entry.get("by") else ""
+        notes.append(f"tombstoned{why}{by}")
+    elif entry.get("status") == "pinned":
+        notes.append("pinned")
+    weight = entry.get("weight", 1)
+    if weight is not None and weight != 1:
+        notes.append(f"weight {weight:g}")
+    if entry.get("uses"):
+        notes.append(plural(entry["uses"], "use"))
+    return notes
+
+
+def one_line(text: str) -> str:
+    """Text folded onto one line and cut at TEXT_CHARS characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= TEXT_CHARS else flat[: TEXT_CHARS - 1] + "…"
+
+
+def entries_text(result: dict[str, Any], noun: str = "entry") -> str:
+    """One line per entry, then how many there are (and how many were shown when --limit cut them)."""
+    lines = [entry_line(e) for e in result["entries"]]
+    shown, total = len(result["entries"]), result.get("total", len(result["entries"]))
+    count = plural(total, noun)
+    lines.append(count if shown >= total else f"{count}, {shown} shown (--limit)")
     return "\n".join(lines)
 
 

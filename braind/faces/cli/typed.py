@@ -9,20 +9,17 @@ person is at the terminal, the command asks and retries approved.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from braind.config import Config
 from braind.errors import BraindError
-from braind.faces.cli.render import plural as _plural
+from braind.faces.cli.common import EXIT_ERROR, Args, Commands, add_common, call, emit, write
+from braind.faces.cli.render import entries_text, entry_line, one_line, plural
 from braind.model.entries import TYPES
 
-EXIT_ERROR = 1
-TEXT_CHARS = 200
 Run = Callable[[argparse.Namespace, Config], int]
-Args = Callable[[argparse.ArgumentParser], None]
 
 APPROVAL_NOTE = (
     "With approval.mode fail-closed (and no approval.command), pass --approved or answer y when asked at a "
@@ -60,79 +57,24 @@ def cmd_memory(args: argparse.Namespace, config: Config) -> int:
 def _candidate(match: dict[str, Any]) -> str:
     """One candidate of an ambiguous prefix: fp, type, text and file."""
     return (
-        f"  {match.get('fp')}  [{match.get('type')}]  {_one_line(str(match.get('text', '')))}  {match.get('path', '')}"
+        f"  {match.get('fp')}  [{match.get('type')}]  {one_line(str(match.get('text', '')))}  {match.get('path', '')}"
     )
 
 
 def memory_args(parser: argparse.ArgumentParser) -> None:
     """The nested subcommands; each takes --config/--socket/--json too, before or after its arguments."""
-    from braind.faces.cli import _common  # braind.cli imports this module, so its helper is taken at call time
-
     parser.epilog = "Removal is a tombstone, never a delete: `braind memory undo FP` brings an entry back."
     sub = parser.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
     for name, help_text, details, run, extra in _SUBCOMMANDS:
         cmd = sub.add_parser(name, help=help_text, description=f"{help_text}. {details}".strip())
-        _common(cmd, argparse.SUPPRESS)
+        add_common(cmd, argparse.SUPPRESS)
         cmd.set_defaults(run=run, command_parser=cmd)
         extra(cmd)
-
-
-# -- talking to the daemon ---------------------------------------------------------
-
-
-def _call(config: Config, method: str, **params: Any) -> Any:
-    """Call one method, leaving out the params the user did not give."""
-    from braind.rpc.client import Client
-
-    with Client(config.client_sockets()) as client:
-        return client.call(method, **{k: v for k, v in params.items() if v is not None})
 
 
 def _write(args: argparse.Namespace, config: Config, method: str, **params: Any) -> Any:
     """A write of a subcommand that takes --approved."""
     return write(config, method, args.approved, **params)
-
-
-def write(config: Config, method: str, approved: bool, **params: Any) -> Any:
-    """Call a write that may need approval, the same way for every command.
-
-    --approved sends it approved; else, when the daemon asks for approval, a
-    person at a terminal is asked once, and without a terminal the error says
-    to run the command again with --approved.
-    """
-    try:
-        return _call(config, method, approved=approved or None, **params)
-    except BraindError as exc:
-        if exc.reason != "approval_required" or approved:
-            raise
-        what = exc.data.get("what") or exc.message.partition(" needs approval")[0]
-        if not _at_terminal():
-            raise BraindError(
-                "approval_required", f"{what} needs approval: run the command again with --approved", **exc.data
-            ) from None
-        if not _ask(what):
-            raise BraindError(
-                "approval_declined", f"{what} was not approved; nothing was written", **exc.data
-            ) from None
-    return _call(config, method, approved=True, **params)
-
-
-def _at_terminal() -> bool:
-    """Whether a person can be asked: stdin and stderr are a terminal."""
-    return sys.stdin.isatty() and sys.stderr.isatty()
-
-
-def _ask(what: str) -> bool:
-    """Ask on stderr whether to approve; anything but y or yes declines."""
-    sys.stderr.write(f"braind: {what} needs approval. Approve? [y/N] ")
-    sys.stderr.flush()
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-
-def _emit(args: argparse.Namespace, result: Any, human: Callable[[Any], str]) -> int:
-    """Print the reply as is with --json, else in the subcommand's human form."""
-    print(json.dumps(result, ensure_ascii=False, indent=2) if args.json else human(result))
-    return 0
 
 
 # -- subcommands -------------------------------------------------------------------
@@ -143,120 +85,77 @@ LIST_NOTE = "(plain notes are not typed memories: `braind recall WORDS` or `brai
 
 def run_list(args: argparse.Namespace, config: Config) -> int:
     """Live typed memories, in injection order, and where the plain notes are."""
-    result = _call(config, "memory.list", type=args.type, project=args.project, limit=args.limit)
-    return _emit(args, result, lambda r: entries_text(r, "typed memory") + "\n" + LIST_NOTE)
+    result = call(config, "memory.list", type=args.type, project=args.project, limit=args.limit)
+    return emit(args, result, lambda r: entries_text(r, "typed memory") + "\n" + LIST_NOTE)
 
 
 def run_query(args: argparse.Namespace, config: Config) -> int:
     """Typed memories holding every word of TERM."""
     params = {"type": args.type, "project": args.project, "limit": args.limit}
-    return _emit(args, _call(config, "memory.query", term=" ".join(args.term), **params), entries_text)
+    return emit(args, call(config, "memory.query", term=" ".join(args.term), **params), entries_text)
 
 
 def run_add(args: argparse.Namespace, config: Config) -> int:
     """Append a typed memory to today's diary."""
     params = {"type": args.type, "key": args.key, "triggers": args.triggers or None, "project": args.project}
-    return _emit(args, _write(args, config, "memory.add", text=" ".join(args.text), **params), _added)
+    return emit(args, _write(args, config, "memory.add", text=" ".join(args.text), **params), _added)
 
 
 def run_edit(args: argparse.Namespace, config: Config) -> int:
     """Supersede an entry with new text."""
     result = _write(args, config, "memory.edit", fp=args.fp, text=" ".join(args.text), project=args.project)
-    return _emit(args, result, _edited)
+    return emit(args, result, _edited)
 
 
 def run_remove(args: argparse.Namespace, config: Config) -> int:
     """Tombstone an entry."""
-    return _emit(args, _write(args, config, "memory.remove", fp=args.fp, project=args.project), _removed)
+    return emit(args, _write(args, config, "memory.remove", fp=args.fp, project=args.project), _removed)
 
 
 def run_undo(args: argparse.Namespace, config: Config) -> int:
     """Reverse the newest change to an entry."""
-    return _emit(args, _call(config, "memory.undo", fp=args.fp, project=args.project), _undone)
+    return emit(args, call(config, "memory.undo", fp=args.fp, project=args.project), _undone)
 
 
 def run_pin(args: argparse.Namespace, config: Config) -> int:
     """Pin an entry."""
-    result = _call(config, "memory.pin", fp=args.fp, project=args.project)
-    return _emit(args, result, lambda r: _pinned(r, "pinned"))
+    result = call(config, "memory.pin", fp=args.fp, project=args.project)
+    return emit(args, result, lambda r: _pinned(r, "pinned"))
 
 
 def run_unpin(args: argparse.Namespace, config: Config) -> int:
     """Unpin an entry."""
-    result = _call(config, "memory.unpin", fp=args.fp, project=args.project)
-    return _emit(args, result, lambda r: _pinned(r, "unpinned"))
+    result = call(config, "memory.unpin", fp=args.fp, project=args.project)
+    return emit(args, result, lambda r: _pinned(r, "unpinned"))
 
 
 def run_entries(args: argparse.Namespace, config: Config) -> int:
     """Raw entries of any type and status."""
     term = " ".join(args.term) or None
-    return _emit(args, _call(config, "memory.entries", term=term, project=args.project, limit=args.limit), entries_text)
+    return emit(args, call(config, "memory.entries", term=term, project=args.project, limit=args.limit), entries_text)
 
 
 def run_compact(args: argparse.Namespace, config: Config) -> int:
     """Apply the compaction rules, or only show them with --dry-run."""
     dry_run = args.dry_run or None
-    return _emit(args, _write(args, config, "memory.compact", dry_run=dry_run, project=args.project), _compacted)
+    return emit(args, _write(args, config, "memory.compact", dry_run=dry_run, project=args.project), _compacted)
 
 
 def run_dump(args: argparse.Namespace, config: Config) -> int:
     """Everything typed memory holds."""
-    return _emit(args, _call(config, "memory.dump", type=args.type, project=args.project), _dumped)
+    return emit(args, call(config, "memory.dump", type=args.type, project=args.project), _dumped)
 
 
 # -- human output ------------------------------------------------------------------
-
-
-def entry_line(entry: dict[str, Any]) -> str:
-    """One entry on one line: fp, [type key triggers], when, text, and its state when it is not plain live."""
-    tags = [entry["type"], *([f"key={entry['key']}"] if entry.get("key") else []), *entry.get("triggers", [])]
-    if entry.get("realm") == "project":
-        tags.append("project")
-    when = f"{entry.get('date') or ''} {entry.get('time') or ''}".strip() or "(undated)"
-    notes = _state_notes(entry)
-    tail = f"  ({', '.join(notes)})" if notes else ""
-    return f"{entry['fp']}  [{' '.join(tags)}]  {when}  {_one_line(entry['text'])}{tail}"
-
-
-def _state_notes(entry: dict[str, Any]) -> list[str]:
-    """What sets an entry apart from a plain live one: tombstone or pin, weight, uses."""
-    notes = []
-    if entry.get("status") == "tombstoned":
-        why = f": {entry['why']}" if entry.get("why") else ""
-        by = f" → {entry['by']}" if entry.get("by") else ""
-        notes.append(f"tombstoned{why}{by}")
-    elif entry.get("status") == "pinned":
-        notes.append("pinned")
-    weight = entry.get("weight", 1)
-    if weight is not None and weight != 1:
-        notes.append(f"weight {weight:g}")
-    if entry.get("uses"):
-        notes.append(_plural(entry["uses"], "use"))
-    return notes
-
-
-def _one_line(text: str) -> str:
-    """Text folded onto one line and cut at TEXT_CHARS characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= TEXT_CHARS else flat[: TEXT_CHARS - 1] + "…"
-
-
-def entries_text(result: dict[str, Any], noun: str = "entry") -> str:
-    """One line per entry, then how many there are (and how many were shown when --limit cut them)."""
-    lines = [entry_line(e) for e in result["entries"]]
-    shown, total = len(result["entries"]), result.get("total", len(result["entries"]))
-    count = _plural(total, noun)
-    lines.append(count if shown >= total else f"{count}, {shown} shown (--limit)")
-    return "\n".join(lines)
 
 
 def _dumped(result: dict[str, Any]) -> str:
     """Every entry, then state left by entries no longer in any file, then the counts."""
     lines = [entry_line(e) for e in result["entries"]]
     for orphan in result.get("orphans", []):
-        changes = _plural(len(orphan.get("changes", [])), "change")
+        changes = plural(len(orphan.get("changes", [])), "change")
         lines.append(f"{orphan['fp']}  (state only, no entry in the files: {orphan['status']}, {changes})")
-    lines.append(f"{_plural(len(result['entries']), 'entry')}, {len(result.get('orphans', []))} without a file")
+    lines.append(f"{plural(len(result['entries']), 'entry')}, {len(result.get('orphans', []))} without a file")
     return "\n".join(lines)
 
 
@@ -311,7 +210,7 @@ def _compacted(result: dict[str, Any]) -> str:
     for rule in sorted({d["rule"] for d in decisions}):
         lines.append(f"rule {rule}: {RULES.get(rule, '')}".rstrip(": "))
         lines += [f"  {d['fp']}  {d['action']}  {d['detail']}" for d in decisions if d["rule"] == rule]
-    summary = _plural(len(decisions), "decision") if decisions else "nothing to compact"
+    summary = plural(len(decisions), "decision") if decisions else "nothing to compact"
     lines.append(summary + (" (dry run: nothing changed)" if result["dry_run"] else ""))
     return "\n".join(lines)
 
@@ -504,7 +403,7 @@ _SUBCOMMANDS: Sequence[tuple[str, str, str, Run, Args]] = [
     ),
 ]
 
-TYPED_COMMANDS: list[tuple[str, str, Callable[..., Any], Args]] = [
+TYPED_COMMANDS: Commands = [
     (
         "memory",
         "typed memory: list, query, add, edit, remove, undo, pin, unpin, entries, compact, dump",
