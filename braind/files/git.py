@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from braind.errors import BraindError
-from braind.model.roots import ensure_root, user_root
+from braind.files.roots import ensure_root
+from braind.model.roots import user_root
 
 ATTRIBUTES = (
     "# braind: append-only memory merges by keeping the lines of both sides",

@@ -69,6 +69,11 @@ def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def compact_line(fp: str, rule: int, action: str, detail: str) -> str:
+    """One compact.log line: timestamp, fingerprint, rule, action and why."""
+    return f"{utc_now()} {fp} rule{rule} {action} {detail}"
+
+
 @dataclass
 class Mark:
     """Everything known about one entry beyond its text: the fold of its changes, and its uses."""

@@ -8,11 +8,11 @@ from typing import Any
 
 from braind.errors import MethodNotFound
 from braind.model.entries import TYPES
+from braind.model.layered import LOG_TYPES
 from braind.rpc import schema as s
 from braind.rpc.fairlock import FairLock
-from braind.services import resources
-from braind.services.layered.tools import specs as layered_specs
-from braind.services.memory import Memory
+from braind.services import Services, resources
+from braind.services.layered.tools import SCOPES, LayeredMemory
 
 
 @dataclass(frozen=True)
@@ -108,9 +108,9 @@ _APPROVED = s.boolean("The user approved this write (needed when approval is fai
 _LIMIT = s.integer("Most entries to return.", 1, 10000)
 
 
-def _typed_methods(memory: Memory) -> list[Method]:
-    """The memory.* commands of the typed system."""
-    typed = memory.typed
+def _typed_methods(services: Services) -> list[Method]:
+    """The memory.* commands of the typed system, and the memory files as resources."""
+    typed, memory, context, layered = services.typed, services.memory, services.context, services.layered
     kind = s.string("Only entries of this type.", enum=list(TYPES))
     fp_only = s.obj(("fp",), fp=_FP, project=_PROJECT, approved=_APPROVED)
     return [
@@ -159,13 +159,13 @@ def _typed_methods(memory: Memory) -> list[Method]:
         Method(
             "memory.files",
             s.obj(project=_PROJECT),
-            lambda project=None: resources.listing(memory, project),
+            lambda project=None: resources.listing(context, project),
             "The memory files (and MEMORY.md sections) as memory:// resources.",
         ),
         Method(
             "memory.read",
             s.obj(("uri",), uri=s.string("A memory:// URI, as memory.files lists them."), project=_PROJECT),
-            lambda uri, project=None: resources.read(memory, uri, project),
+            lambda uri, project=None: resources.read(context, layered, uri, project),
             "The text of one memory file or MEMORY.md section, named by its memory:// URI.",
         ),
     ]
@@ -180,8 +180,9 @@ def _no_approval(handler: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def build(memory: Memory) -> dict[str, Method]:
+def build(services: Services) -> dict[str, Method]:
     """Bind every method to the services of one daemon."""
+    memory = services.memory
     methods = [
         Method(
             "brain_note",
@@ -200,12 +201,136 @@ def build(memory: Memory) -> dict[str, Method]:
         Method("inject", _inject_params(), memory.inject, "The memory block for one agent turn."),
         Method("status", s.obj(), memory.status, "Daemon health, roots, index state and rejected files."),
         Method("reindex", s.obj(), memory.reindex, "Rebuild the index from the memory files."),
-        *(Method(*spec, tool=True) for spec in layered_specs(memory.layered)),
-        *_typed_methods(memory),
+        *_layered_methods(services.layered),
+        *_typed_methods(services),
     ]
     table = {m.name: m for m in methods}
     table["tools"] = Method("tools", s.obj(), lambda: tools(table), "The agent tool set with JSON Schemas.")
     return table
+
+
+# -- the layered memory tools -----------------------------------------------------
+
+_SCOPED_PROJECT = s.string(
+    "Absolute path of the project directory (its memory is <project>/.agents/.memory). "
+    "Required with scope=project; never guessed."
+)
+_NAME = s.string(
+    'Logfile name: 1-64 characters, Chinese allowed, no / \\ : * ? " < > |, no control characters, '
+    "no leading or trailing dot or space; a trailing .md is dropped."
+)
+_LOG_SCOPE = s.string(
+    "home: logfiles of the user root (all projects); project: the project's.", enum=["home", "project"]
+)
+_CONTENT = s.string("Text to write; several lines allowed. Lines starting with '#' or '##' are refused; use '###'.")
+_SEEN_APPROVED = s.boolean("The user approved this write after seeing it.")
+
+
+def _layered_methods(tools: LayeredMemory) -> list[Method]:
+    """The five layered memory tools, which agents see in the `tools` listing."""
+    return [
+        Method("memory_recall", _memory_recall_params(), tools.memory_recall, _MEMORY_RECALL, tool=True),
+        Method("memory_write_root", _write_root_params(), tools.memory_write_root, _WRITE_ROOT, tool=True),
+        Method("memory_write_logfile", _write_logfile_params(), tools.memory_write_logfile, _WRITE_LOGFILE, tool=True),
+        Method("memory_correct", _correct_params(), tools.memory_correct, _CORRECT, tool=True),
+        Method("memory_creator", _creator_params(), tools.memory_creator, _CREATOR, tool=True),
+    ]
+
+
+def _memory_recall_params() -> dict[str, Any]:
+    """Params of memory_recall."""
+    return s.obj(
+        (),
+        scope=s.string("root: MEMORY.md; home or project: logfiles (default root).", enum=list(SCOPES)),
+        section=s.string("With scope=root: one section, by exact name or unique prefix."),
+        name=s.string("With scope=home or project: read this logfile (at most 128 KiB)."),
+        type=s.string(
+            "With scope=home or project: list only logfiles of this type; with query or triggers: only typed "
+            "memories of this type.",
+            enum=[*LOG_TYPES, *TYPES],
+        ),
+        project=_SCOPED_PROJECT,
+        query=s.string("Search typed memories (fact, decision, error, workflow, ...) for these words."),
+        triggers=s.strings("Typed memories carrying any of these triggers: file:<name>, tool:<name>, err:<code>.", 32),
+        limit=s.integer("With query or triggers: most entries to return.", 1, 500),
+    )
+
+
+def _write_root_params() -> dict[str, Any]:
+    """Params of memory_write_root."""
+    return s.obj(
+        ("section", "content"),
+        section=s.string("Section name (the '## name' heading, 1-64 characters); created at the end when missing."),
+        content=_CONTENT,
+        approved=_SEEN_APPROVED,
+    )
+
+
+def _write_logfile_params() -> dict[str, Any]:
+    """Params of memory_write_logfile."""
+    return s.obj(
+        ("scope", "name", "content"),
+        scope=_LOG_SCOPE,
+        name=_NAME,
+        content=_CONTENT,
+        title=s.string("Optional entry title (1-64 characters); the timestamp is added by the tool."),
+        project=_SCOPED_PROJECT,
+        approved=_SEEN_APPROVED,
+    )
+
+
+def _correct_params() -> dict[str, Any]:
+    """Params of memory_correct."""
+    return s.obj(
+        ("scope",),
+        scope=s.string("root: a MEMORY.md section; home or project: a logfile entry.", enum=list(SCOPES)),
+        section=s.string("With scope=root: the section, by exact name or unique prefix."),
+        name=_NAME,
+        title=s.string("With scope=home or project: the entry's title (exact, else unique prefix)."),
+        at=s.string("The entry's timestamp 'YYYY-MM-DD HH:MM' (or a day 'YYYY-MM-DD'), to choose among entries."),
+        content=s.string("The new body; empty or missing deletes the unit. '#'/'##' lines are refused."),
+        project=_SCOPED_PROJECT,
+        approved=_SEEN_APPROVED,
+    )
+
+
+def _creator_params() -> dict[str, Any]:
+    """Params of memory_creator."""
+    return s.obj(
+        ("scope", "name", "type", "description", "heading"),
+        scope=_LOG_SCOPE,
+        name=_NAME,
+        type=s.string("What the logfile holds.", enum=list(LOG_TYPES)),
+        description=s.string("One line (up to 256 characters) shown in the catalogue of every session."),
+        heading=s.string("The file's '# heading' (up to 128 characters)."),
+        project=_SCOPED_PROJECT,
+        approved=_SEEN_APPROVED,
+    )
+
+
+_MEMORY_RECALL = (
+    "Read layered memory: scope=root gives MEMORY.md (or one section); scope=home/project lists the logfiles "
+    "('name [type] description', newest first, optionally one type) or reads one by name. Shows writes made in "
+    "this session at once (the injected catalogue is frozen until the next session)."
+)
+_WRITE_ROOT = (
+    "Append to a section of MEMORY.md, the core memory injected into every session; a missing section is "
+    "created. Refused with budget_exceeded when MEMORY.md would exceed inject.max_chars. Show the user what "
+    "you write."
+)
+_WRITE_LOGFILE = (
+    "Append an entry to an existing logfile (create it first with memory_creator); the tool writes the heading "
+    "'## [title] YYYY-MM-DD HH:MM'. Show the user what you write."
+)
+_CORRECT = (
+    "Rewrite one unit (a MEMORY.md section, or a logfile entry found by title and/or at), or delete it when "
+    "content is empty. The address must match exactly one unit (ambiguous lists the matches). A correction "
+    "needs the user's approval: ask, then call with approved=true. The previous file is kept as one .bak."
+)
+_CREATOR = (
+    "Create an empty logfile (frontmatter with name, type, description; a '# heading'). Refused with exists "
+    "when it is there. Use home for knowledge that holds across projects, project for one repository."
+)
 
 
 def tools(table: dict[str, Method]) -> list[dict[str, Any]]:

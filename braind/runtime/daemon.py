@@ -19,15 +19,17 @@ from braind.config import Config
 from braind.errors import BraindError
 from braind.files.problems import Problems
 from braind.files.rewrite import clean_leftovers
+from braind.files.roots import ensure_root
 from braind.index.partitioned import PartitionedIndex
 from braind.ingest.sync import Syncer, root_available
 from braind.ingest.watcher import Watcher
-from braind.model.roots import Root, ensure_root
+from braind.model.roots import Root
 from braind.rpc.methods import build, dispatcher
 from braind.rpc.server import SocketServer
 from braind.runtime import sdnotify
 from braind.runtime.statelock import RootLocks, StateLock
-from braind.services.memory import Memory
+from braind.services import make_services
+from braind.services.context import make_context
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +50,11 @@ class Daemon:
             config.state_dir, _identity(config), config.index.commit_ms, languages=config.recall.languages
         )
         self.syncer = Syncer(self.index, config.files, self.problems)
-        self.memory = Memory(config, self.index, self.syncer, self.problems)
+        self.context = make_context(config, self.index, self.syncer, self.problems)
+        self.services = make_services(self.context)
+        self.memory = self.services.memory
         self.watcher = Watcher(
-            [r.path for r in self.memory.roots()],
+            [r.path for r in self.context.roots.all()],
             self.on_due,
             self.on_rescan,
             quiet=config.watcher.quiet_ms / 1000,
@@ -58,11 +62,11 @@ class Daemon:
             rescan_seconds=config.watcher.rescan_seconds,
         )
         self.memory.health = self.watcher.health
-        self.memory.root_created = self.watcher.check_roots
+        self.context.hooks.root_created = self.watcher.check_roots
         self.owner = {"state_dir": str(config.state_dir), "socket": str(config.socket)}
         self.locks = RootLocks(self.owner)
         self.locks.claimed = self._claimed
-        self.memory.claim = self.syncer.states.claim = self.locks.claim
+        self.context.hooks.claim = self.syncer.states.claim = self.locks.claim
         self.index.on_damage = self.on_index_damage
         self._repair: threading.Thread | None = None
         self._repair_lock = threading.Lock()
@@ -85,7 +89,7 @@ class Daemon:
 
     def start(self) -> None:
         """Bring every part up in dependency order and tell systemd when ready."""
-        for root in self.memory.roots():
+        for root in self.context.roots.all():
             if root_available(root) and _has_files(root.path):
                 self.locks.claim(root)  # another daemon's root: refuse to start; an empty one is claimed when written
         fresh = self.index.open()
@@ -114,14 +118,14 @@ class Daemon:
         A missing root whose files the index holds is left missing: it may be
         unmounted or moved away, and status must say it is unavailable.
         """
-        root = self.memory.user.path
+        root = self.context.roots.user.path
         if os.path.lexists(root):
             return
         prefix = str(root).rstrip("/") + "/"
         if any(path.startswith(prefix) for path in self.index.file_records()):
             return
         try:
-            ensure_root(self.memory.user)
+            ensure_root(self.context.roots.user)
             log.info("created the memory root %s", root)
         except (OSError, BraindError) as exc:
             log.warning("could not create the memory root %s: %s", root, exc)
@@ -152,7 +156,7 @@ class Daemon:
 
     def dispatch_with_state(self) -> Callable[[str, dict[str, Any]], Any]:
         """The method dispatcher, with the daemon's lifecycle state added to `status`."""
-        dispatch = dispatcher(build(self.memory))
+        dispatch = dispatcher(build(self.services))
 
         def call(name: str, params: dict[str, Any]) -> Any:
             result = dispatch(name, params)
@@ -173,7 +177,7 @@ class Daemon:
         self.watcher.stop()
         if self._repair is not None:
             self._repair.join()
-        self.memory.layered.close()
+        self.services.layered.close()
         self.syncer.states.close()
         self.index.close()
         self.locks.release()
@@ -184,17 +188,17 @@ class Daemon:
         """A root is ours now: clean up what a crashed braind left in it, and complete its compact.log."""
         for done in clean_leftovers(root.path):
             log.info("clean-up of %s: %s", root.path, done)
-        for done in self.memory.typed.finish_intents(root):
+        for done in self.services.diary.finish_intents(root):
             log.info("clean-up of %s: %s", root.path, done)
         self.syncer.states.of(root).repair_compact_log()
         if self.state != "starting":  # at start the index opens later: _recover and reconcile do it then
             self._recover([root])
-            self.memory.typed.reconcile_status(root)
+            self.services.typed.reconcile_status(root)
 
     def _recover(self, roots: list[Root] | None = None) -> None:
         """Put in the text a crashed braind was still carrying over into files of these roots (all by default)."""
-        for root in roots or [r for r in self.memory.roots() if root_available(r)]:
-            for done in self.memory.layered.recover(root):
+        for root in roots or [r for r in self.context.roots.all() if root_available(r)]:
+            for done in self.services.layered.recover(root):
                 log.info("clean-up of %s: %s", root.path, done)
 
     def on_index_damage(self, why: str) -> None:
@@ -223,7 +227,7 @@ class Daemon:
     def on_rescan(self, root_path: Path | None, reason: str) -> None:
         """Watcher callback: reconcile one root or all after an overflow, a root change or the timer."""
         log.info("rescan (%s) of %s", reason, root_path or "all roots")
-        roots = [r for r in self.memory.roots() if root_path is None or r.path == root_path]
+        roots = [r for r in self.context.roots.all() if root_path is None or r.path == root_path]
         self.memory.reconcile(roots)
         self._tell_health()
 
@@ -244,7 +248,7 @@ class Daemon:
 
     def _root_of(self, path: Path) -> Root | None:
         """The watched root that holds a path."""
-        for root in self.memory.roots():
+        for root in self.context.roots.all():
             if root.contains(path):
                 return root
         return None

@@ -19,8 +19,9 @@ from pathlib import Path
 from types import TracebackType
 
 from braind.errors import Unavailable
+from braind.files.roots import identity
 from braind.files.validate import open_dir, printable
-from braind.model.roots import Root, identity
+from braind.model.roots import Root
 
 LOCK_NAME = "braind.lock"
 ROOT_LOCK = (".braind", "daemon.lock")

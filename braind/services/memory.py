@@ -8,76 +8,43 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from braind import __version__
-from braind.config import Config
 from braind.errors import BraindError
-from braind.files.durable import Appended, append_line, retract
-from braind.files.problems import Problems
-from braind.files.validate import open_dir
-from braind.index.partitioned import PartitionedIndex
 from braind.index.whoosh.index import Found, Hit
-from braind.ingest.sync import Report, Syncer, root_available, walk
-from braind.model.entries import Entry, Line, render_line
+from braind.ingest.sync import Report, root_available, walk
+from braind.model.entries import Entry
 from braind.model.redact import neutralise_braces
-from braind.model.roots import Root, ensure_root, project_root, user_root
+from braind.model.roots import Root
+from braind.services.context import Context
 from braind.services.inject import TurnLedger
 from braind.services.layered.inject import compose
 from braind.services.layered.tools import LayeredMemory
-from braind.services.typed.approval import Approver
 from braind.services.typed.memory import TypedMemory
 from braind.services.typed.triggers import Chosen, cwd_triggers, signal_triggers, triggered_part
 
-Clock = Callable[[], dt.datetime]
-Then = Callable[[str | None], None]
 _BLOCK_CACHE = 256
 
 
-def local_now() -> dt.datetime:
-    """The local wall-clock time, which names diary days and stamps entries."""
-    return dt.datetime.now().astimezone()
-
-
 class Memory:
-    """Every operation on memory, independent of the socket that exposes it."""
+    """The diary's operations behind the socket, independent of the socket that exposes them."""
 
-    def __init__(
-        self, config: Config, index: PartitionedIndex, syncer: Syncer, problems: Problems, clock: Clock = local_now
-    ) -> None:
-        self.config = config
-        self.index = index
-        self.syncer = syncer
-        self.problems = problems
-        self.clock = clock
-        self.user = user_root(config.memory_root)
-        self.projects = [project_root(p) for p in config.projects if p.is_dir()]
+    def __init__(self, context: Context, typed: TypedMemory, layered: LayeredMemory) -> None:
+        self.context = context
+        self.typed = typed
+        self.layered = layered
+        self.config = context.config
+        self.index = context.index
+        self.syncer = context.syncer
+        self.roots = context.roots
         self.ledger = TurnLedger()
         self._blocks: OrderedDict[tuple[Any, ...], tuple[str, list[Any], list[Chosen]]] = OrderedDict()
         self._blocks_lock = threading.Lock()
         self.started = time.monotonic()
-        self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}
-        self.root_created: Callable[[], None] = lambda: None
-        self.claim: Callable[[Root], None] = lambda root: None  # the daemon holds a root's lock before writing it
+        self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}  # the daemon plugs in its watcher's
         self.reindexing: dict[str, int] | None = None
         self._reindex_lock = threading.Lock()
-        self.layered = LayeredMemory(self)
-        self.approver = Approver(config.approval)
-        self.typed = TypedMemory(self)
-
-    def roots(self) -> list[Root]:
-        """Every root the daemon watches: the user root, then configured projects."""
-        return [self.user, *self.projects]
-
-    def root_for(self, project: str | None) -> Root:
-        """The root a write goes to: the project's when one is named."""
-        return self.layered.project(project) if project else self.user
-
-    def visible_roots(self, project: str | None, realm: str | None = None) -> list[Root]:
-        """What a request sees: the user root plus at most the one named project."""
-        roots = [self.user] + ([self.layered.project(project)] if project else [])
-        return [r for r in roots if realm is None or r.realm == realm]
 
     def brain_note(
         self,
@@ -92,53 +59,6 @@ class Memory:
         """Append one entry to today's diary, durably, and make it recallable before replying."""
         return self.typed.write(text, type, key, triggers, project, approved)
 
-    def append(self, root: Root, date: str, line: Line, then: Then | None = None) -> dict[str, Any]:
-        """Write the line, index it, then run `then(fp)` (the state the line needs); if that fails, take it back.
-
-        The index is re-read only when the day changed behind our back. All or nothing: when `then`
-        fails, the line is cut off again and the error says so, or, if another write came after it,
-        the error says where the line stays.
-        """
-        name = f"{date}.md"
-        rendered = render_line(line)
-        with self.syncer.lock:
-            if ensure_root(root):
-                self.root_created()
-            self.claim(root)
-            dir_fd = open_dir(root.path, ("diary",), create=True)
-            try:
-                appended = append_line(dir_fd, name, rendered)
-                loaded = self.syncer.sync_append(root, Path("diary", name), appended)
-                entry = _last_matching(loaded.entries, line)
-                if then is not None:
-                    self._then(then, entry, root, dir_fd, name, appended)
-            finally:
-                os.close(dir_fd)
-        return {"fp": entry.fp if entry else None, "path": loaded.path, "date": date, "time": line.time}
-
-    def _then(self, then: Then, entry: Entry | None, root: Root, dir_fd: int, name: str, appended: Appended) -> None:
-        """Run the second half of a two-file write; on failure undo the first half, or say exactly what stays."""
-        try:
-            try:
-                then(entry.fp if entry else None)
-            except OSError as exc:
-                raise BraindError("io_error", f"cannot write the state of {root.path}: {exc.strerror}") from None
-        except BraindError as exc:
-            taken_back = retract(dir_fd, name, appended)
-            self.syncer.sync_path(root, root.path / "diary" / name)
-            if taken_back:
-                raise BraindError(exc.reason, f"{exc.message}; nothing was written", **exc.data) from None
-            path, fp = str(root.path / "diary" / name), entry.fp if entry else None
-            raise BraindError(
-                exc.reason,
-                f"{exc.message}; the new line stays in {path} as entry {fp} (another write came after it)",
-                **{**exc.data, "written": {"fp": fp, "path": path}},
-            ) from None
-
-    def require_approval(self, important: bool, approved: bool, what: str) -> None:
-        """Fail closed on important writes that carry no approval (SPEC §6)."""
-        self.approver.require(important, approved, what)
-
     def brain_recall(
         self,
         query: str,
@@ -151,8 +71,8 @@ class Memory:
     ) -> dict[str, Any]:
         """Entries holding every query word, then the best holding some; all of memory unless days narrows it."""
         days = days or self.config.recall.scan_days
-        since = (self.clock().date() - dt.timedelta(days=days - 1)).isoformat() if days else None
-        roots = [str(r.path) for r in self.visible_roots(project, realm)]
+        since = (self.context.clock().date() - dt.timedelta(days=days - 1)).isoformat() if days else None
+        roots = [str(r.path) for r in self.roots.visible(project, realm)]
         found = self.index.search(
             query,
             since=since,
@@ -196,7 +116,7 @@ class Memory:
     ) -> tuple[str, list[Any], list[Chosen]]:
         """The block, cached until memory changes: a steady session's turns cost a lookup."""
         version = (self.index.version, self.syncer.states.version)
-        key = (session, id(snapshot), project, self.clock().date(), version, triggers)
+        key = (session, id(snapshot), project, self.context.clock().date(), version, triggers)
         with self._blocks_lock:
             cached = self._blocks.get(key)
         if cached is None:
@@ -213,10 +133,10 @@ class Memory:
 
     def _recent_diary(self, project: str | None) -> list[Entry]:
         """Live entries of the last inject.diary_days diary days of the visible roots."""
-        today = self.clock().date()
+        today = self.context.clock().date()
         days = [(today - dt.timedelta(days=n)).isoformat() for n in range(self.config.inject.diary_days)]
         found: list[Entry] = []
-        for root in self.visible_roots(project):
+        for root in self.roots.visible(project):
             for day in days:
                 found += self._live_tail(str(root.path / "diary" / f"{day}.md"))
         return found
@@ -238,21 +158,21 @@ class Memory:
             "pid": os.getpid(),
             "uptime": round(time.monotonic() - self.started, 3),
             "config": self.config.source,
-            "roots": [_root_status(r, self.syncer.emptied(r)) for r in self.roots()],
+            "roots": [_root_status(r, self.syncer.emptied(r)) for r in self.roots.all()],
             "index": (index := self.index.stats()),
             "index_state": index["state"],
             "generation": self.index.generation,
             "watcher": self.health(),
-            "rejected": [_problem(p) for p in self.problems.files()],
-            "skipped_lines": [_problem(p) for p in self.problems.lines()],
+            "rejected": [_problem(p) for p in self.context.problems.files()],
+            "skipped_lines": [_problem(p) for p in self.context.problems.lines()],
             "reindex": self.reindexing,
         }
 
     def reconcile(self, roots: Sequence[Root] | None = None, verify: bool = False) -> Report:
         """Bring the index in line with the disk for the given roots (all by default); verify compares hashes too."""
         total = Report()
-        for root in roots or self.roots():
-            self.layered.migrator.ensure(root)
+        for root in roots or self.roots.all():
+            self.roots.migrated(root)
             report = self.syncer.reconcile(root, verify=verify)
             if root_available(root):
                 self.typed.reconcile_status(root)
@@ -273,17 +193,17 @@ class Memory:
     def _rebuild(self) -> dict[str, Any]:
         """Load every file of every root into a fresh index, then swap it in."""
         started = time.monotonic()
-        missing = [str(root.path) for root in self.roots() if not root_available(root) or self.syncer.emptied(root)]
+        missing = [str(root.path) for root in self.roots.all() if not root_available(root) or self.syncer.emptied(root)]
         if missing and self.index.stats()["files"]:
             raise BraindError("root_unavailable", f"not rebuilding while {', '.join(missing)} is unavailable")
-        todo = [(root, rel) for root in self.roots() if root_available(root) for rel in walk(root)]
+        todo = [(root, rel) for root in self.roots.all() if root_available(root) for rel in walk(root)]
         self.reindexing = {"done": 0, "total": len(todo)}
         rebuild = self.index.rebuild()
         entries = files = 0
         try:
             for done, (root, rel) in enumerate(todo, start=1):
                 loaded = self.syncer.load(root, rel)
-                self.problems.set(loaded.path, loaded.problems)
+                self.context.problems.set(loaded.path, loaded.problems)
                 if loaded.record is not None:
                     rebuild.add(loaded.record, loaded.entries)
                     files, entries = files + 1, entries + len(loaded.entries)
@@ -294,20 +214,6 @@ class Memory:
             raise
         seconds = round(time.monotonic() - started, 3)
         return {"scanned": len(todo), "files": files, "entries": entries, "seconds": seconds}
-
-
-def _last_matching(entries: Sequence[Entry], line: Line) -> Entry | None:
-    """The newest entry that is the line just written."""
-    for entry in reversed(entries):
-        if (entry.time, entry.text, entry.type, entry.key, entry.triggers) == (
-            line.time,
-            line.text,
-            line.meta.type,
-            line.meta.key,
-            line.meta.triggers,
-        ):
-            return entry
-    return None
 
 
 def recall_hint(found: Found, days: int | None, strict: bool, type: str | None, realm: str | None) -> str:

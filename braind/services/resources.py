@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from braind.errors import InvalidParams, NotFound
@@ -29,9 +29,8 @@ from braind.ingest.sync import root_available, walk
 from braind.model.layered import parse_memory, section_names
 from braind.model.names import logfile_name
 from braind.model.roots import Root
-
-if TYPE_CHECKING:
-    from braind.services.memory import Memory
+from braind.services.context import Context
+from braind.services.layered.tools import LayeredMemory
 
 SCHEME = "memory://"
 MIME = "text/markdown"
@@ -58,17 +57,17 @@ def uri_of(realm: str, rel: Path, section: str | None = None) -> str:
     return f"{SCHEME}{realm}/{path}" + (f"#{quote(section, safe='')}" if section is not None else "")
 
 
-def listing(memory: Memory, project: str | None = None) -> dict[str, Any]:
+def listing(context: Context, project: str | None = None) -> dict[str, Any]:
     """Every memory file of the visible roots, and each MEMORY.md section, as resources."""
-    rejected = {p.path for p in memory.problems.files()}
+    rejected = {p.path for p in context.problems.files()}
     resources: list[dict[str, Any]] = []
-    for root in memory.visible_roots(project):
+    for root in context.roots.visible(project):
         if root_available(root):
-            resources += _root_resources(memory, root, rejected)
+            resources += _root_resources(context, root, rejected)
     return {"resources": resources}
 
 
-def _root_resources(memory: Memory, root: Root, rejected: set[str]) -> list[dict[str, Any]]:
+def _root_resources(context: Context, root: Root, rejected: set[str]) -> list[dict[str, Any]]:
     """One root's files: SOUL.md, MEMORY.md and its sections, logfiles by name, diary days newest first."""
     order = {"soul": 0, "memory": 1, "logfile": 2, "diary": 3}
     files = [rel for rel in walk(root) if classify(rel) in order and str(root.path / rel) not in rejected]
@@ -77,7 +76,7 @@ def _root_resources(memory: Memory, root: Root, rejected: set[str]) -> list[dict
     for rel in files:
         found.append(_resource(root, rel))
         if classify(rel) == "memory":
-            found += [_section_resource(root, rel, name) for name in _sections(memory, root)]
+            found += [_section_resource(root, rel, name) for name in _sections(context, root)]
     return found
 
 
@@ -122,32 +121,32 @@ def _section_resource(root: Root, rel: Path, name: str) -> dict[str, Any]:
     }
 
 
-def _sections(memory: Memory, root: Root) -> list[str]:
+def _sections(context: Context, root: Root) -> list[str]:
     """The section names of a root's MEMORY.md (none when it cannot be read)."""
-    data = store.read_quietly(root, store.MEMORY, memory.config.files)
-    return section_names(parse_memory(data.text, memory.config.files.max_line_bytes)) if data else []
+    data = store.read_quietly(root, store.MEMORY, context.config.files)
+    return section_names(parse_memory(data.text, context.config.files.max_line_bytes)) if data else []
 
 
-def read(memory: Memory, uri: str, project: str | None = None) -> dict[str, Any]:
+def read(context: Context, layered: LayeredMemory, uri: str, project: str | None = None) -> dict[str, Any]:
     """The text of the file (or section) a URI names."""
-    address = resolve(memory, uri, project)
+    address = resolve(context, uri, project)
     if address.section is not None:
-        found = memory.layered.memory_recall(scope="root", section=address.section)
+        found = layered.memory_recall(scope="root", section=address.section)
         if found.get("section") != address.section:
             raise NotFound(f"MEMORY.md has no section named exactly {address.section!r}")
         return {"uri": uri, "mimeType": MIME, "path": found["path"], "text": found["text"]}
-    data = store.read(address.root, address.rel, memory.config.files)
+    data = store.read(address.root, address.rel, context.config.files)
     if data is None:
         raise NotFound(f"{uri} names no file: {address.root.path / address.rel} does not exist")
     return {"uri": uri, "mimeType": MIME, "path": str(address.root.path / address.rel), "text": data.text}
 
 
-def resolve(memory: Memory, uri: str, project: str | None) -> Address:
+def resolve(context: Context, uri: str, project: str | None) -> Address:
     """The root, file and section a memory:// URI names; refused when it names nothing that can exist."""
     parts = urlsplit(uri)
     if parts.scheme != "memory" or parts.query:
         raise InvalidParams("invalid_params", f"not a memory:// URI: {uri!r}")
-    root = _realm_root(memory, parts.netloc, project)
+    root = _realm_root(context, parts.netloc, project)
     rel = _relative(parts.path, root, uri)
     section = unquote(parts.fragment) if parts.fragment else None
     if section is not None and classify(rel) != "memory":
@@ -155,14 +154,14 @@ def resolve(memory: Memory, uri: str, project: str | None) -> Address:
     return Address(root, rel, section)
 
 
-def _realm_root(memory: Memory, realm: str, project: str | None) -> Root:
+def _realm_root(context: Context, realm: str, project: str | None) -> Root:
     """The root of a URI's realm: user, or the request's project."""
     if realm == "user":
-        return memory.user
+        return context.roots.user
     if realm == "project":
         if not project:
             raise InvalidParams("invalid_params", "memory://project/... needs project: the project directory")
-        return memory.layered.project(project)
+        return context.roots.project(project)
     raise InvalidParams("invalid_params", f"unknown realm {realm!r} in a memory:// URI; known: user, project")
 
 

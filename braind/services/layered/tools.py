@@ -1,4 +1,4 @@
-"""The five layered memory tools and the layered part of `inject`, over the daemon's services.
+"""The five layered memory tools and the layered part of `inject`, over the context the services share.
 
 Every write holds the syncer's lock, writes durably, then re-indexes the file,
 so what a tool wrote is recallable the moment it answers. Addresses (section,
@@ -10,16 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from braind.errors import BudgetExceeded, InvalidParams, NotFound
 from braind.files import layered as store
-from braind.files.migrate import Migrator
 from braind.files.rewrite import Rewriter, Target
 from braind.index.whoosh.index import parse_query
 from braind.model.entries import TYPES
 from braind.model.layered import (
-    LOG_TYPES,
     STAMP_FORMAT,
     Parsed,
     Unit,
@@ -41,54 +39,37 @@ from braind.model.layered import (
     section_names,
 )
 from braind.model.names import MAX_DESCRIPTION, MAX_HEADING, folded, logfile_name, section_name
-from braind.model.roots import Root, ensure_root, project_root
-from braind.rpc import schema as s
+from braind.model.roots import Root
+from braind.services.context import Context
 from braind.services.layered.inject import Layer, Snapshot, Snapshots, freeze, text_lines
-from braind.services.typed.memory import searchable
-
-if TYPE_CHECKING:
-    from braind.services.memory import Memory
+from braind.services.typed.memory import TypedMemory, searchable
 
 READ_CAP = 128 * 1024
 SCOPES = ("root", "home", "project")
-Spec = tuple[str, dict[str, Any], Callable[..., Any], str]
 
 
 class LayeredMemory:
     """SOUL.md, MEMORY.md and the home and project logfiles: the memory_* tools and injection snapshots."""
 
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.files = memory.config.files
+    def __init__(self, context: Context, typed: TypedMemory) -> None:
+        self.context = context
+        self.typed = typed
+        self.files = context.config.files
         self.snapshots = Snapshots()
-        self.migrator = Migrator(
-            memory.problems, self.files.max_file_bytes, memory.syncer.lock, self._migrated, lambda r: memory.claim(r)
-        )
-        watcher = memory.config.watcher
+        watcher = context.config.watcher
         self.rewriter = Rewriter(watcher.quiet_ms / 1000, watcher.max_wait_ms / 1000, self.files.max_file_bytes)
 
     # -- roots -------------------------------------------------------------------
 
-    def project(self, project: str) -> Root:
-        """A project's root, after moving its legacy `.memory` into it (once per daemon)."""
-        root = project_root(project)
-        self.migrator.ensure(root)
-        return root
-
-    def _migrated(self, root: Root) -> None:
-        """A migration created or filled a project root: watch it and index what arrived."""
-        self.memory.root_created()
-        self.memory.syncer.reconcile(root)
-
     def scope_root(self, scope: str, project: str | None) -> Root:
         """The root a scope names: the user root for root and home, the project's for project."""
         if scope != "project":
-            return self.memory.user
+            return self.context.roots.user
         if not project:
             raise InvalidParams(
                 "invalid_params", "scope=project needs project: the absolute path of the project directory"
             )
-        return self.project(project)
+        return self.context.roots.project(project)
 
     # -- memory_recall -------------------------------------------------------------
 
@@ -124,11 +105,11 @@ class LayeredMemory:
         """The explicit form of trigger recall: typed memories matching a query and/or triggers."""
         if type is not None and type not in TYPES:
             raise InvalidParams("invalid_params", f"with query or triggers, type is one of {', '.join(TYPES)}")
-        typed = self.memory.typed
+        typed = self.typed
         if triggers:
             found = typed.recall_triggers(triggers, project, 10000, type)
             if query is not None:
-                language = self.memory.index.language
+                language = self.context.index.language
                 terms = parse_query(query, language).required
                 found = [e for e in found if language.matches(searchable(e), terms)]
             typed.used(found[:limit])
@@ -137,7 +118,7 @@ class LayeredMemory:
 
     def _read_root(self, section: str | None) -> dict[str, Any]:
         """The whole of MEMORY.md, or one section found by exact name or unique prefix."""
-        user = self.memory.user
+        user = self.context.roots.user
         data = store.read(user, store.MEMORY, self.files)
         result: dict[str, Any] = {"scope": "root", "path": str(user.path / store.MEMORY), "exists": data is not None}
         parsed = parse_memory(data.text if data else "", self.files.max_line_bytes)
@@ -191,23 +172,23 @@ class LayeredMemory:
     def memory_write_root(self, section: str, content: str, approved: bool = False) -> dict[str, Any]:
         """Append to a MEMORY.md section, creating the section (and the file) when missing."""
         name = section_name(section)
-        lines = check_content(content, self.memory.config.note.max_bytes)
+        lines = check_content(content, self.context.config.note.max_bytes)
 
         def change(text: str | None) -> tuple[str, bool]:
             new, created = append_section(text or "", name, lines)
             self._check_budget(text or "", new, grow_only=False)
             return new, created
 
-        text, created = self._edit(self.memory.user, store.MEMORY, change, append=True)
+        text, created = self._edit(self.context.roots.user, store.MEMORY, change, append=True)
         parsed = parse_memory(text, self.files.max_line_bytes)
         unit = find_section(parsed, name)
         body = "\n".join(bare(line) for line in parsed.lines[unit.start : body_end(parsed.lines, unit)])
-        path = str(self.memory.user.path / store.MEMORY)
+        path = str(self.context.roots.user.path / store.MEMORY)
         return {"path": path, "section": name, "created": created, "chars": len(text), "text": body}
 
     def _check_budget(self, old: str, new: str, grow_only: bool) -> None:
         """MEMORY.md is injected whole into every session, so it may not outgrow inject.max_chars."""
-        limit = self.memory.config.inject.max_chars
+        limit = self.context.config.inject.max_chars
         if len(new) <= limit or (grow_only and len(new) < len(old)):
             return
         raise BudgetExceeded(
@@ -222,47 +203,37 @@ class LayeredMemory:
         self, root: Root, rel: Path, change: Callable[[str | None], tuple[str, Any]], append: bool = False
     ) -> tuple[str, Any]:
         """Change one file under the write lock and re-index it before answering."""
-        with self.memory.syncer.lock:
-            self._claim(root)
+        with self.context.syncer.lock:
+            self.context.prepare_write(root)
             try:
                 result = store.edit(self.rewriter, root, rel, change, self._indexed_size(root, rel), append)
-                self.memory.syncer.sync_file(root, rel)
+                self.context.syncer.sync_file(root, rel)
             finally:  # what other programs still wrote to the file's earlier versions, even when this edit failed
                 if self.rewriter.look_back(Target(root.path, rel)):
-                    self.memory.syncer.sync_file(root, rel)
+                    self.context.syncer.sync_file(root, rel)
         return result
 
     def _indexed_size(self, root: Root, rel: Path) -> int | None:
         """The file's size as last indexed, a hint of what it held before an editor emptied it (the index may fail)."""
         try:
-            record = self.memory.index.record(str(root.path / rel))
+            record = self.context.index.record(str(root.path / rel))
         except Exception:  # a damaged index is repaired in the background; the write does not need it
             return None
         return record.size if record else None
 
-    def _claim(self, root: Root) -> None:
-        """Before a write: the root exists (created on first write) and this daemon holds its lock."""
-        if ensure_root(root):
-            self.memory.root_created()
-        self.memory.claim(root)
-
     def recover(self, root: Root) -> list[str]:
         """Put in what a crashed daemon was still carrying over into this root's files; what was done."""
-        with self.memory.syncer.lock:
+        with self.context.syncer.lock:
             done = self.rewriter.recover(root.path)
             if done:
-                self.memory.syncer.reconcile(root)
+                self.context.syncer.reconcile(root)
         return done
 
     def close(self) -> None:
         """Carry over what still reached the previous versions of rewritten files (the daemon is stopping)."""
-        with self.memory.syncer.lock:
+        with self.context.syncer.lock:
             for target in self.rewriter.close():
-                self.memory.syncer.sync_file(self._root_at(target.root), target.rel)
-
-    def _root_at(self, path: Path) -> Root:
-        """The root at a path: the user root, or a project's."""
-        return self.memory.user if path == self.memory.user.path else project_root(path.parent.parent)
+                self.context.syncer.sync_file(self.context.roots.at(target.root), target.rel)
 
     # -- memory_write_logfile ------------------------------------------------------
 
@@ -279,9 +250,9 @@ class LayeredMemory:
         root = self.scope_root(scope, project)
         name = logfile_name(name)
         label = section_name(title, "title") if title else None
-        lines = check_content(content, self.memory.config.note.max_bytes)
+        lines = check_content(content, self.context.config.note.max_bytes)
         rel = store.logfile_rel(name)
-        heading = entry_heading(label, self.memory.clock().strftime(STAMP_FORMAT))
+        heading = entry_heading(label, self.context.clock().strftime(STAMP_FORMAT))
 
         def change(text: str | None) -> tuple[str, int]:
             if text is None:
@@ -292,7 +263,7 @@ class LayeredMemory:
             return before + chunk + "\n", at.count("\n") + 1
 
         _, line = self._edit(root, rel, change, append=True)
-        loaded = self.memory.syncer.load(root, rel)
+        loaded = self.context.syncer.load(root, rel)
         ours = [e for e in loaded.entries if e.line == line] or loaded.entries[-1:]
         return {
             "path": loaded.path,
@@ -316,7 +287,7 @@ class LayeredMemory:
         approved: bool = False,
     ) -> dict[str, Any]:
         """Rewrite one unit's body, or delete the unit when content is empty; needs approval."""
-        lines = None if is_empty(content) else check_content(content, self.memory.config.note.max_bytes)
+        lines = None if is_empty(content) else check_content(content, self.context.config.note.max_bytes)
         if scope == "root":
             _refuse("scope=root", name=name, title=title, at=at)
             if section is None:
@@ -343,8 +314,8 @@ class LayeredMemory:
             self._check_budget(text or "", new, grow_only=True)
             return new, unit
 
-        text, unit = self._edit(self.memory.user, store.MEMORY, change)
-        return self._corrected(self.memory.user, store.MEMORY, lines, {"section": unit.title}, text)
+        text, unit = self._edit(self.context.roots.user, store.MEMORY, change)
+        return self._corrected(self.context.roots.user, store.MEMORY, lines, {"section": unit.title}, text)
 
     def _correct_entry(
         self,
@@ -371,7 +342,7 @@ class LayeredMemory:
 
     def _approve(self, approved: bool, lines: list[str] | None, what: str) -> None:
         """Corrections and deletions are important writes (SPEC §6)."""
-        self.memory.require_approval(True, approved, ("deleting " if lines is None else "rewriting ") + what)
+        self.context.approver.require(True, approved, ("deleting " if lines is None else "rewriting ") + what)
 
     def _corrected(
         self, root: Root, rel: Path, lines: list[str] | None, unit: dict[str, Any], text: str
@@ -399,10 +370,10 @@ class LayeredMemory:
         about = folded(description, "description", MAX_DESCRIPTION)
         title = folded(heading.lstrip("#").strip() if isinstance(heading, str) else heading, "heading", MAX_HEADING)
         rel = store.logfile_rel(name)
-        with self.memory.syncer.lock:
-            self._claim(root)
+        with self.context.syncer.lock:
+            self.context.prepare_write(root)
             store.create(root, rel, render_logfile(name, type, about, title))
-            self.memory.syncer.sync_file(root, rel)
+            self.context.syncer.sync_file(root, rel)
         return {"path": str(root.path / rel), "name": name, "type": type, "description": about, "heading": title}
 
     # -- injection -----------------------------------------------------------------
@@ -413,13 +384,13 @@ class LayeredMemory:
 
     def _freeze(self, project: str | None) -> Snapshot:
         """Read SOUL.md, MEMORY.md and the catalogues now, and fit them into the budget."""
-        user = self.memory.user
+        user = self.context.roots.user
         soul = store.read_quietly(user, store.SOUL, self.files)
         core = store.read_quietly(user, store.MEMORY, self.files)
-        roots = [("home", user)] + ([("project", self.project(project))] if project else [])
+        roots = [("home", user)] + ([("project", self.context.roots.project(project))] if project else [])
         layers = [self._layer(scope, root) for scope, root in roots]
         root_part = (str(user.path / store.MEMORY), text_lines(core.text)) if core else None
-        return freeze(text_lines(soul.text if soul else None), root_part, layers, self.memory.config.inject)
+        return freeze(text_lines(soul.text if soul else None), root_part, layers, self.context.config.inject)
 
     def _layer(self, scope: str, root: Root) -> Layer:
         """One catalogue: the scope's logfiles, newest first."""
@@ -437,127 +408,3 @@ def _refuse(where: str, **params: object) -> None:
 def _rewritten(parsed: Parsed, unit: Unit, lines: list[str] | None) -> str:
     """The file with the unit's body replaced, or without the unit when lines is None."""
     return delete_unit(parsed.lines, unit) if lines is None else replace_unit(parsed.lines, unit, lines)
-
-
-# -- the method table ----------------------------------------------------------------
-
-_PROJECT = s.string(
-    "Absolute path of the project directory (its memory is <project>/.agents/.memory). "
-    "Required with scope=project; never guessed."
-)
-_NAME = s.string(
-    'Logfile name: 1-64 characters, Chinese allowed, no / \\ : * ? " < > |, no control characters, '
-    "no leading or trailing dot or space; a trailing .md is dropped."
-)
-_LOG_SCOPE = s.string(
-    "home: logfiles of the user root (all projects); project: the project's.", enum=["home", "project"]
-)
-_CONTENT = s.string("Text to write; several lines allowed. Lines starting with '#' or '##' are refused; use '###'.")
-_APPROVED = s.boolean("The user approved this write after seeing it.")
-
-
-def specs(tools: LayeredMemory) -> list[Spec]:
-    """The five tools as (name, params schema, handler, description) for the method table."""
-    return [
-        ("memory_recall", _recall_params(), tools.memory_recall, _RECALL),
-        ("memory_write_root", _write_root_params(), tools.memory_write_root, _WRITE_ROOT),
-        ("memory_write_logfile", _write_logfile_params(), tools.memory_write_logfile, _WRITE_LOGFILE),
-        ("memory_correct", _correct_params(), tools.memory_correct, _CORRECT),
-        ("memory_creator", _creator_params(), tools.memory_creator, _CREATOR),
-    ]
-
-
-def _recall_params() -> dict[str, Any]:
-    """Params of memory_recall."""
-    return s.obj(
-        (),
-        scope=s.string("root: MEMORY.md; home or project: logfiles (default root).", enum=list(SCOPES)),
-        section=s.string("With scope=root: one section, by exact name or unique prefix."),
-        name=s.string("With scope=home or project: read this logfile (at most 128 KiB)."),
-        type=s.string(
-            "With scope=home or project: list only logfiles of this type; with query or triggers: only typed "
-            "memories of this type.",
-            enum=[*LOG_TYPES, *TYPES],
-        ),
-        project=_PROJECT,
-        query=s.string("Search typed memories (fact, decision, error, workflow, ...) for these words."),
-        triggers=s.strings("Typed memories carrying any of these triggers: file:<name>, tool:<name>, err:<code>.", 32),
-        limit=s.integer("With query or triggers: most entries to return.", 1, 500),
-    )
-
-
-def _write_root_params() -> dict[str, Any]:
-    """Params of memory_write_root."""
-    return s.obj(
-        ("section", "content"),
-        section=s.string("Section name (the '## name' heading, 1-64 characters); created at the end when missing."),
-        content=_CONTENT,
-        approved=_APPROVED,
-    )
-
-
-def _write_logfile_params() -> dict[str, Any]:
-    """Params of memory_write_logfile."""
-    return s.obj(
-        ("scope", "name", "content"),
-        scope=_LOG_SCOPE,
-        name=_NAME,
-        content=_CONTENT,
-        title=s.string("Optional entry title (1-64 characters); the timestamp is added by the tool."),
-        project=_PROJECT,
-        approved=_APPROVED,
-    )
-
-
-def _correct_params() -> dict[str, Any]:
-    """Params of memory_correct."""
-    return s.obj(
-        ("scope",),
-        scope=s.string("root: a MEMORY.md section; home or project: a logfile entry.", enum=list(SCOPES)),
-        section=s.string("With scope=root: the section, by exact name or unique prefix."),
-        name=_NAME,
-        title=s.string("With scope=home or project: the entry's title (exact, else unique prefix)."),
-        at=s.string("The entry's timestamp 'YYYY-MM-DD HH:MM' (or a day 'YYYY-MM-DD'), to choose among entries."),
-        content=s.string("The new body; empty or missing deletes the unit. '#'/'##' lines are refused."),
-        project=_PROJECT,
-        approved=_APPROVED,
-    )
-
-
-def _creator_params() -> dict[str, Any]:
-    """Params of memory_creator."""
-    return s.obj(
-        ("scope", "name", "type", "description", "heading"),
-        scope=_LOG_SCOPE,
-        name=_NAME,
-        type=s.string("What the logfile holds.", enum=list(LOG_TYPES)),
-        description=s.string("One line (up to 256 characters) shown in the catalogue of every session."),
-        heading=s.string("The file's '# heading' (up to 128 characters)."),
-        project=_PROJECT,
-        approved=_APPROVED,
-    )
-
-
-_RECALL = (
-    "Read layered memory: scope=root gives MEMORY.md (or one section); scope=home/project lists the logfiles "
-    "('name [type] description', newest first, optionally one type) or reads one by name. Shows writes made in "
-    "this session at once (the injected catalogue is frozen until the next session)."
-)
-_WRITE_ROOT = (
-    "Append to a section of MEMORY.md, the core memory injected into every session; a missing section is "
-    "created. Refused with budget_exceeded when MEMORY.md would exceed inject.max_chars. Show the user what "
-    "you write."
-)
-_WRITE_LOGFILE = (
-    "Append an entry to an existing logfile (create it first with memory_creator); the tool writes the heading "
-    "'## [title] YYYY-MM-DD HH:MM'. Show the user what you write."
-)
-_CORRECT = (
-    "Rewrite one unit (a MEMORY.md section, or a logfile entry found by title and/or at), or delete it when "
-    "content is empty. The address must match exactly one unit (ambiguous lists the matches). A correction "
-    "needs the user's approval: ask, then call with approved=true. The previous file is kept as one .bak."
-)
-_CREATOR = (
-    "Create an empty logfile (frontmatter with name, type, description; a '# heading'). Refused with exists "
-    "when it is there. Use home for knowledge that holds across projects, project for one repository."
-)

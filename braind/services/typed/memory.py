@@ -10,30 +10,27 @@ edits and evictions are tombstones that `undo` reverses.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from braind.errors import Ambiguous, BraindError, InvalidParams, NotFound
-from braind.files.state import RootState, utc_now
-from braind.files.validate import clean_note, diary_date
+from braind.files.state import RootState, compact_line
+from braind.files.validate import clean_note
 from braind.index.analysis import Term
 from braind.index.ranking import held_words
 from braind.index.whoosh.index import parse_query
-from braind.model.entries import TYPES, Entry, GrammarError, Line, Meta, make_meta, render_line
+from braind.model.entries import TYPES, Entry, GrammarError, Line, Meta, make_meta
 from braind.model.redact import redact
 from braind.model.roots import Root
+from braind.services.context import Context
+from braind.services.diary import NEW, Diary
 from braind.services.typed import chains
 from braind.services.typed.compact import Decision, plan
 from braind.services.typed.triggers import Chosen, choose, rank
 
-if TYPE_CHECKING:
-    from braind.services.memory import Memory
-
 TYPED = ("fact", "decision", "error", "workflow")
-NEW = "@new"  # in an intent's changes: the fp of the line they come with
 _FP = re.compile(r"^[0-9a-f]{1,12}$")
 _LIST_LIMIT = 200
 
@@ -41,11 +38,11 @@ _LIST_LIMIT = 200
 class TypedMemory:
     """The typed system's operations, on top of the diary store and the index."""
 
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.states = memory.syncer.states
+    def __init__(self, context: Context, diary: Diary) -> None:
+        self.context = context
+        self.diary = diary
+        self.states = context.syncer.states
         self._chain_texts: dict[str, str] = {}
-        self._unfinished: dict[tuple[str, ...], dict[str, Any]] = {}  # writes whose line stayed but state failed
 
     # -- helpers -------------------------------------------------------------------
 
@@ -55,7 +52,7 @@ class TypedMemory:
 
     def _roots(self, project: str | None) -> dict[str, Root]:
         """The visible roots by path: the user root plus at most the named project."""
-        return {str(root.path): root for root in self.memory.visible_roots(project)}
+        return {str(root.path): root for root in self.context.roots.visible(project)}
 
     def _root_of(self, entry: Entry) -> Root:
         """The root an entry lives in."""
@@ -72,7 +69,7 @@ class TypedMemory:
 
     def typed_entries(self, project: str | None, type: str | None = None) -> list[Entry]:
         """Typed memories of the visible roots, tombstoned ones included: a type, a key, triggers or a pin."""
-        index = self.memory.index
+        index = self.context.index
         if type is not None and type != "note":
             found = index.select("type", [type])
         else:
@@ -91,7 +88,7 @@ class TypedMemory:
         prefix = fp.strip().lower()
         if not _FP.match(prefix):
             raise InvalidParams("invalid_params", f"{fp!r} is not a fingerprint: 1 to 12 hex digits")
-        found = self._visible(self.memory.index.select("fp", [prefix], prefix=True), project)
+        found = self._visible(self.context.index.select("fp", [prefix], prefix=True), project)
         if not found:
             where = " or the project" if project else ""
             raise NotFound(f"no entry with fingerprint {prefix} in the user root{where}")
@@ -109,7 +106,7 @@ class TypedMemory:
                 continue
             done.add(entry.path)
             root = self._root_of(entry)
-            self.memory.syncer.sync_file(root, Path(entry.path).relative_to(root.path))
+            self.context.syncer.sync_file(root, Path(entry.path).relative_to(root.path))
 
     def _change(self, entry: Entry, changes: Sequence[dict[str, Any]], also: Sequence[Entry] = ()) -> None:
         """Record state changes of one root durably, then fold them into the index."""
@@ -119,7 +116,7 @@ class TypedMemory:
     def reconcile_status(self, root: Root) -> int:
         """Re-read files whose indexed status disagrees with the root's state (changed while stopped)."""
         state = self.state(root)
-        index = self.memory.index
+        index = self.context.index
         found = [*index.select("fp", list(state.marked())), *index.select("status", ["tombstoned", "pinned"])]
         stale = [e for e in found if e.root == str(root.path) and e.status != state.status(e.fp)]
         self._resync(stale)
@@ -139,95 +136,17 @@ class TypedMemory:
     ) -> dict[str, Any]:
         """Append a typed entry to today's diary; an older live entry with the same key is tombstoned."""
         meta = _meta(type, key, tuple(triggers))
-        body, kinds = redact(clean_note(text, self.memory.config.note.max_bytes))
-        root = self.memory.root_for(project)
+        body, kinds = redact(clean_note(text, self.context.config.note.max_bytes))
+        root = self.context.roots.for_write(project)
         older = self._same_key(root, meta.key) if meta.key else []
         if not internal:
             self._approve_write(meta, older, approved, text)
         job = ("key", str(root.path), meta.key or "", meta.type, body)
         detail = f"superseded by {NEW} (key {meta.key})"
         changes = [{"op": "tombstone", "fp": e.fp, "why": "key", "by": NEW, "detail": detail} for e in older]
-        result = self._append_then(root, Line("", body, meta), changes, job)
+        result = self.diary.append_with(root, Line("", body, meta), changes, job)
         self._resync(older)
         return {**result, "redacted": kinds, "superseded": [e.fp for e in older]}
-
-    def _append_then(
-        self, root: Root, line: Line, changes: list[dict[str, Any]], job: tuple[str, ...]
-    ) -> dict[str, Any]:
-        """Append a line and the state changes it brings (NEW standing for its fp), all or nothing.
-
-        An intent written to state.log first lets a daemon that starts after a crash finish the
-        changes; a failure of the changes takes the line back. A retry of a write left half done
-        (its line could not be taken back) only writes the changes.
-        """
-        now = self.memory.clock()
-        stamped = Line(now.strftime("%H:%M"), line.text, line.meta)
-        if not changes:
-            return self.memory.append(root, now.date().isoformat(), stamped)
-        written = self._unfinished.pop(job, None)
-        if written is not None and self._still_live(written):
-            self._complete(root, changes, written["fp"], None)
-            return written
-        day = now.date().isoformat()
-        with self.memory.syncer.lock:
-            size = _size(root.path / "diary" / f"{day}.md")  # the line lands after this: the intent says so
-            intent = self._intend(root, f"diary/{day}.md", render_line(stamped), size, changes)
-            try:
-                return self.memory.append(root, day, stamped, lambda fp: self._complete(root, changes, fp, intent))
-            except BraindError as exc:
-                if "written" in exc.data:
-                    self._unfinished[job] = {**exc.data["written"], "date": day, "time": stamped.time}
-                raise
-
-    def _still_live(self, written: dict[str, Any]) -> bool:
-        """True while the line a half-done write left is still a live entry."""
-        found = [e for e in self.memory.index.select("fp", [written["fp"] or ""]) if e.path == written["path"]]
-        return bool(found) and found[0].status != "tombstoned"
-
-    def _intend(self, root: Root, path: str, line: str, size: int, changes: list[dict[str, Any]]) -> str:
-        """The intent, before the line: when it cannot be written, nothing is."""
-        try:
-            return self.state(root).intend(path, line, size, changes)
-        except BraindError as exc:
-            raise BraindError(exc.reason, f"{exc.message}; nothing was written", **exc.data) from None
-
-    def _complete(self, root: Root, changes: list[dict[str, Any]], fp: str | None, intent: str | None) -> None:
-        """Write a line's state changes now that it is durable (fp None: left to its intent, at the next start)."""
-        if fp is None:
-            return
-        done = [{**_filled(c, fp), **({"intent": intent} if intent else {})} for c in changes]
-        state = self.state(root)
-        written = state.record(done)
-        lines = [compact_line(c["fp"], 1, "tombstone", c["detail"]) for c in done if c.get("why") == "key"]
-        state.compact_log(lines, after=written)
-
-    def finish_intents(self, root: Root) -> list[str]:
-        """Complete what a crash cut short: the changes of intents whose line is on disk; close the others."""
-        state, done = self.state(root), []
-        for intent in list(state.intents.values()):
-            entry = self._intended(root, intent)
-            if entry is None:
-                state.record([{"op": "void", "intent": intent["id"]}])
-                continue
-            self._complete(root, list(intent.get("then", [])), entry.fp, intent["id"])
-            done.append(f"finished the state changes of {entry.fp} ({entry.path}:{entry.line}) a crash cut short")
-        return done
-
-    def _intended(self, root: Root, intent: dict[str, Any]) -> Entry | None:
-        """The entry an intent's line became, if that line is in its diary file."""
-        path = str(intent.get("path"))
-        parts = Path(path).parts
-        if len(parts) != 2 or parts[0] != "diary" or diary_date(parts[1]) is None:  # state.log may be hand-edited
-            return None
-        loaded = self.memory.syncer.load(root, Path(path))
-        after = _lines_before(root.path / path, intent.get("size"))
-        found = [
-            e
-            for e in loaded.entries
-            if e.line > after
-            and render_line(Line(e.time, e.text, Meta(e.type, e.key, e.triggers))) == intent.get("line")
-        ]
-        return found[0] if found else None
 
     def _approve_write(self, meta: Meta, older: Sequence[Entry], approved: bool, text: str) -> None:
         """Decisions and same-key overwrites are important writes."""
@@ -236,17 +155,17 @@ class TypedMemory:
         else:
             what = f"a {meta.type} entry"
         request = {"text": text, "type": meta.type, "key": meta.key, "triggers": list(meta.triggers)}
-        self.memory.approver.require(meta.type == "decision" or bool(older), approved, what, request)
+        self.context.approver.require(meta.type == "decision" or bool(older), approved, what, request)
 
     def _same_key(self, root: Root, key: str) -> list[Entry]:
         """Live (or pinned) entries of a root holding a key."""
-        found = self.memory.index.select("key", [key])
+        found = self.context.index.select("key", [key])
         return [e for e in found if e.root == str(root.path) and e.status != "tombstoned"]
 
     def edit(self, fp: str, text: str, project: str | None = None, approved: bool = False) -> dict[str, Any]:
         """Supersede a diary entry: the new text is appended today and the old entry is tombstoned, linked."""
         old = self.resolve(fp, project)
-        body, kinds = redact(clean_note(text, self.memory.config.note.max_bytes))
+        body, kinds = redact(clean_note(text, self.context.config.note.max_bytes))
         if old.status == "tombstoned":
             done = self._edited(old, body)
             if done is not None:  # the same edit again (a retry after a lost reply): it is done, nothing new
@@ -258,11 +177,11 @@ class TypedMemory:
                 f"entry {old.fp} is a {'MEMORY.md section' if old.kind == 'section' else 'logfile entry'}; "
                 "rewrite it with memory_correct",
             )
-        self.memory.approver.require(True, approved, f"editing entry {old.fp}", {"fp": old.fp, "text": text})
+        self.context.approver.require(True, approved, f"editing entry {old.fp}", {"fp": old.fp, "text": text})
         root = self._root_of(old)
         meta = Meta(old.type, old.key, old.triggers)
         changes = [{"op": "tombstone", "fp": old.fp, "why": "edit", "by": NEW}]
-        result = self._append_then(root, Line("", body, meta), changes, ("edit", old.fp, body))
+        result = self.diary.append_with(root, Line("", body, meta), changes, ("edit", old.fp, body))
         self._resync([old])
         return {**result, "replaces": old.fp, "redacted": kinds}
 
@@ -271,7 +190,7 @@ class TypedMemory:
         tombstone = self.state(self._root_of(old)).mark(old.fp).tombstone
         if not tombstone or tombstone.get("why") != "edit" or not isinstance(tombstone.get("by"), str):
             return None
-        found = [e for e in self.memory.index.select("fp", [tombstone["by"]]) if e.root == old.root]
+        found = [e for e in self.context.index.select("fp", [tombstone["by"]]) if e.root == old.root]
         new = next((e for e in found if e.text == body and e.status != "tombstoned"), None)
         return None if new is None else {"fp": new.fp, "path": new.path, "date": new.date, "time": new.time}
 
@@ -280,7 +199,7 @@ class TypedMemory:
         entry = self.resolve(fp, project)
         if entry.status == "tombstoned":
             return {"fp": entry.fp, "status": "tombstoned", "changed": False}
-        self.memory.approver.require(True, approved, f"removing entry {entry.fp}", {"fp": entry.fp})
+        self.context.approver.require(True, approved, f"removing entry {entry.fp}", {"fp": entry.fp})
         self._change(entry, [{"op": "tombstone", "fp": entry.fp, "why": "remove"}])
         return {"fp": entry.fp, "status": "tombstoned", "changed": True}
 
@@ -311,7 +230,7 @@ class TypedMemory:
         also: list[Entry] = []
         if last["op"] == "tombstone" and last.get("why") == "edit" and last.get("by"):
             records.append({"op": "tombstone", "fp": last["by"], "why": "undo", "by": entry.fp})
-            also = self._visible(self.memory.index.select("fp", [last["by"]]), project)
+            also = self._visible(self.context.index.select("fp", [last["by"]]), project)
         self._change(entry, records, also)
         return {
             "fp": entry.fp,
@@ -356,7 +275,7 @@ class TypedMemory:
         self, term: str, project: str | None = None, limit: int = 20, type: str | None = None, strict: bool = False
     ) -> dict[str, Any]:
         """Typed memories holding every word of term (text, key, triggers), in injection order; then some."""
-        language = self.memory.index.language
+        language = self.context.index.language
         terms = parse_query(term, language).required
         live = [e for e in self.typed_entries(project, type) if e.status != "tombstoned"]
         held = {e: held_words(language, searchable(e), terms) for e in live}
@@ -376,7 +295,7 @@ class TypedMemory:
         self, triggers: Sequence[str], project: str | None = None, limit: int = 20, type: str | None = None
     ) -> list[Entry]:
         """Live entries carrying any of the triggers, in injection order."""
-        found = self._visible(self.memory.index.select("triggers", list(triggers)), project)
+        found = self._visible(self.context.index.select("triggers", list(triggers)), project)
         live = [e for e in found if e.status != "tombstoned" and (type is None or e.type == type)]
         weights = {e.fp: self._weight(e) for e in live}
         chosen = choose(live, triggers, weights, limit, 1 << 30)
@@ -392,10 +311,10 @@ class TypedMemory:
         if not term:
             found = sorted(self._newest(project, limit), key=_newest_first, reverse=True)
             return {"entries": [self.describe(e) for e in found[:limit]], "total": len(found)}
-        language = self.memory.index.language
+        language = self.context.index.language
         terms = parse_query(term, language).required
-        hits = self.memory.index.search(term, roots=list(self._roots(project)), limit=limit, strict=strict).hits
-        removed = self._visible(self.memory.index.select("status", ["tombstoned"]), project)
+        hits = self.context.index.search(term, roots=list(self._roots(project)), limit=limit, strict=strict).hits
+        removed = self._visible(self.context.index.select("status", ["tombstoned"]), project)
         held = {h.entry: list(h.matched) for h in hits}
         for entry in removed:
             words = held_words(language, entry.text, terms)
@@ -409,17 +328,17 @@ class TypedMemory:
     def _newest(self, project: str | None, limit: int) -> list[Entry]:
         """The newest entries of the visible roots, diary days newest first."""
         roots = self._roots(project)
-        paths = sorted((p for p, r in self.memory.index.file_records().items() if r.root in roots), reverse=True)
+        paths = sorted((p for p, r in self.context.index.file_records().items() if r.root in roots), reverse=True)
         found: list[Entry] = []
         for path in paths:
-            found += self.memory.index.entries_for(path)
+            found += self.context.index.entries_for(path)
             if len(found) >= limit and "/diary/" in path:
                 break
         return found
 
     def dump(self, type: str | None = None, project: str | None = None) -> dict[str, Any]:
         """Everything typed memory holds: typed entries, tombstones and pins, and state with no entry left."""
-        index = self.memory.index
+        index = self.context.index
         found = self._visible(
             [*self.typed_entries(project), *index.select("status", ["tombstoned", "pinned"])], project
         )
@@ -438,12 +357,12 @@ class TypedMemory:
     def compact(self, dry_run: bool = False, project: str | None = None, approved: bool = False) -> dict[str, Any]:
         """Apply the five rules (or only say what they would do); every eviction goes to compact.log."""
         entries = [e for e in self.typed_entries(project) if e.status == "live"]
-        decisions = plan(entries, lambda e: self.state(root_of(e)).mark(e.fp), self.memory.clock(), self.config)
+        decisions = plan(entries, lambda e: self.state(root_of(e)).mark(e.fp), self.context.clock(), self.config)
         evictions = [d for d in decisions if d.action == "tombstone"]
         if not dry_run and evictions:
             listing = ", ".join(d.entry.fp for d in evictions[:10])
             count = f"{len(evictions)} {'entry' if len(evictions) == 1 else 'entries'}"
-            self.memory.approver.require(True, approved, f"compaction evicting {count} ({listing})")
+            self.context.approver.require(True, approved, f"compaction evicting {count} ({listing})")
         if not dry_run:
             self._apply(decisions)
         by_rule: dict[str, int] = {}
@@ -455,7 +374,7 @@ class TypedMemory:
     @property
     def config(self) -> Any:
         """The compaction thresholds."""
-        return self.memory.config.compact
+        return self.context.config.compact
 
     def _apply(self, decisions: Sequence[Decision]) -> None:
         """Write each root's changes and compact.log lines, then fold them into the index."""
@@ -475,8 +394,8 @@ class TypedMemory:
         """The memories this turn's triggers inject, within inject.trigger_max_entries / _chars."""
         if not triggers:
             return []
-        budget = self.memory.config.inject
-        found = self._visible(self.memory.index.select("triggers", list(triggers)), project)
+        budget = self.context.config.inject
+        found = self._visible(self.context.index.select("triggers", list(triggers)), project)
         live = [e for e in found if e.status != "tombstoned"]
         return choose(live, triggers, self.weights(live), budget.trigger_max_entries, budget.trigger_max_chars)
 
@@ -484,7 +403,7 @@ class TypedMemory:
         """Remember a turn's tool-call triggers, then refresh the workflow chains they complete."""
         if not calls:
             return
-        root = self.memory.root_for(project)
+        root = self.context.roots.for_write(project)
         state = self.state(root)
         self.states.turn(root, session, turn, calls)
         written: set[str] = set()
@@ -498,7 +417,7 @@ class TypedMemory:
     def _refresh_chain(self, root: Root, chain: Sequence[str], project: str | None) -> None:
         """Write the chain's workflow entry when it is new or its pattern changed."""
         key = chains.key_of(chain)
-        found = self._visible(self.memory.index.select("triggers", list(chain)), project)
+        found = self._visible(self.context.index.select("triggers", list(chain)), project)
         text = chains.text_of(chain, chains.related(found, chain))
         last = self._chain_texts.get(key)
         if last == text:
@@ -538,36 +457,6 @@ def _root(root: str, realm: str) -> Root:
     """A root by its path and realm; recall asks for the same few roots on every hit."""
     path = Path(root)
     return Root(path, realm, path.parent.parent if realm == "project" else None)
-
-
-def compact_line(fp: str, rule: int, action: str, detail: str) -> str:
-    """One compact.log line: timestamp, fingerprint, rule, action and why."""
-    return f"{utc_now()} {fp} rule{rule} {action} {detail}"
-
-
-def _size(path: Path) -> int:
-    """A file's size, 0 when it is missing."""
-    try:
-        return os.lstat(path).st_size
-    except OSError:
-        return 0
-
-
-def _lines_before(path: Path, size: object) -> int:
-    """How many lines a file had when it was `size` bytes long (an intent's line comes after them)."""
-    if not isinstance(size, int) or size <= 0:
-        return 0
-    try:
-        with open(path, "rb") as f:
-            head = f.read(size)
-    except OSError:
-        return 0
-    return head.count(b"\n") + (0 if head.endswith(b"\n") else 1)
-
-
-def _filled(change: dict[str, Any], fp: str) -> dict[str, Any]:
-    """A change with the NEW placeholder replaced by the fp of the line it came with."""
-    return {k: v.replace(NEW, fp) if isinstance(v, str) else v for k, v in change.items()}
 
 
 def _change_of(decision: Decision) -> dict[str, Any]:
