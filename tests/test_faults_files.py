@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from braind.errors import Rejected
-from braind.files.validate import printable, read_file
+from braind.files.validate import read_file
+from braind.model.lines import printable
 from tests.conftest import Daemon, wait_until
 from tests.faults import WrappedDaemon, assert_index_matches_files
 

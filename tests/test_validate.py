@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from braind.errors import Rejected
 from braind.files.validate import (
     FileData,
-    Problem,
     classify,
     clean_note,
     diary_date,
@@ -29,6 +28,7 @@ from braind.files.validate import (
     read_file,
 )
 from braind.model.entries import Line, parse_line, render_line
+from braind.model.lines import Problem
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOOD = FIXTURES / "roots" / "good"

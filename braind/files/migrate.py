@@ -22,8 +22,9 @@ from pathlib import Path
 from braind.errors import BraindError, Rejected
 from braind.files.durable import create_file, lkind
 from braind.files.problems import Problems
-from braind.files.validate import Problem, open_dir, read_file
+from braind.files.validate import open_dir, read_file
 from braind.model.layered import NO_DESCRIPTION, heading1, parse_logfile, render_logfile
+from braind.model.lines import Problem
 from braind.model.roots import PROJECT_SUBDIR, Root
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Iterable
 
-from braind.files.validate import Problem
+from braind.model.lines import Problem
 
 log = logging.getLogger(__name__)
 

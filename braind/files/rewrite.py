@@ -58,7 +58,8 @@ from braind.files.durable import (
     temp_name,
     write_temp,
 )
-from braind.files.validate import conflicts, open_dir, open_regular, printable, read_open
+from braind.files.validate import open_dir, open_regular, read_open
+from braind.model.lines import conflicts, printable
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from braind.errors import Rejected
-from braind.model.entries import CONTROL_OR_SURROGATE, GrammarError, Line, parse_line
+from braind.model.entries import GrammarError, Line, parse_line
+from braind.model.lines import Problem, conflicts, line_problem, printable
 
 _DIARY_NAME = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md", re.ASCII)
 _SED_TEMP = re.compile(r"sed[A-Za-z0-9]{6}")
@@ -44,46 +44,10 @@ def diary_date(name: str) -> str | None:
     return day.isoformat()
 
 
+_BAD_NAME = frozenset({"Cc", "Cf", "Cs"})
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _BOM = "\ufeff"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A rejected file (line None) or a skipped line, as `status` and `check` list them."""
-
-    path: str
-    line: int | None
-    reason: str
-    message: str
-
-    def __str__(self) -> str:
-        where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return printable(f"{where}: {self.reason}: {self.message}")
-
-    def to_wire(self) -> dict[str, Any]:
-        """The problem as `status` and `check --json` carry it: a hostile file name cannot break the JSON."""
-        path, message = printable(self.path), printable(self.message)
-        return {"path": path, "line": self.line, "reason": self.reason, "message": message}
-
-
-_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-_BAD_NAME = frozenset({"Cc", "Cf", "Cs"})
-
-
-def printable(text: str) -> str:
-    """Text safe on one log line and in UTF-8 JSON: undecodable name bytes as \\xNN, control characters escaped."""
-    if text.isprintable():
-        return text
-    return "".join(_escape(c) if unicodedata.category(c) in _UNPRINTABLE else c for c in text)
-
-
-def _escape(char: str) -> str:
-    """One character as a Python escape; a byte that was not UTF-8 (surrogateescape) as the byte."""
-    if "\udc80" <= char <= "\udcff":
-        return f"\\x{ord(char) - 0xDC00:02x}"
-    return char.encode("unicode_escape").decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -254,58 +218,6 @@ def _line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
 
-_CONFLICT_OPEN = re.compile(r"<{7}(?:[ \t].*)?")
-_CONFLICT_MIDDLE = re.compile(r"={7}|\|{7}(?:[ \t].*)?")
-_CONFLICT_CLOSE = re.compile(r">{7}(?:[ \t].*)?")
-
-
-@dataclass(frozen=True)
-class Conflicts:
-    """The git merge conflicts of a file, by 0-based line index."""
-
-    markers: tuple[tuple[int, str], ...] = ()  # (line index, what the report says about it)
-    region: frozenset[int] = frozenset()  # every line of a complete conflict, markers included
-
-    def hidden(self) -> frozenset[int]:
-        """Lines that are never memory text: the markers and the whole of each complete conflict."""
-        return self.region | {index for index, _ in self.markers}
-
-    def problems(self, path: str) -> list[Problem]:
-        """One `conflict_markers` problem per marker line."""
-        return [Problem(path, index + 1, "conflict_markers", message) for index, message in self.markers]
-
-
-def conflicts(lines: list[str]) -> Conflicts:
-    """Find `<<<<<<<` … `=======` … `>>>>>>>` from a git merge (`=======` and `|||||||` only inside one)."""
-    markers: list[int] = []
-    spans: list[tuple[int, int]] = []
-    opened: int | None = None
-    for index, line in enumerate(lines):
-        raw = line.removesuffix("\r")
-        if _CONFLICT_OPEN.fullmatch(raw):
-            opened = index
-        elif _CONFLICT_CLOSE.fullmatch(raw):
-            if opened is not None:
-                spans.append((opened, index))
-            opened = None
-        elif opened is None or not _CONFLICT_MIDDLE.fullmatch(raw):
-            continue
-        markers.append(index)
-    region = frozenset(i for start, end in spans for i in range(start, end + 1))
-    return Conflicts(tuple((i, _conflict_message(i, spans)) for i in markers), region)
-
-
-def _conflict_message(index: int, spans: list[tuple[int, int]]) -> str:
-    """What a marker line's report says: which lines are left out until the merge is resolved."""
-    for start, end in spans:
-        if start <= index <= end:
-            return (
-                f"git merge conflict marker; lines {start + 1}-{end + 1} are not indexed, and braind does not "
-                "rewrite the file, until the conflict is resolved in an editor"
-            )
-    return "git merge conflict marker without its other half; the line is not indexed"
-
-
 def parse_diary(path: str, text: str, max_line_bytes: int) -> tuple[list[tuple[int, Line]], list[Problem]]:
     """Parse a diary file into good lines and skipped ones; headings and blanks are allowed."""
     good: list[tuple[int, Line]] = []
@@ -317,7 +229,7 @@ def parse_diary(path: str, text: str, max_line_bytes: int) -> tuple[list[tuple[i
         raw = raw.removesuffix("\r")
         if not raw.strip() or raw.startswith("#") or number - 1 in hidden:
             continue
-        problem = _line_problem(raw, max_line_bytes)
+        problem = line_problem(raw, max_line_bytes)
         if problem is None:
             try:
                 good.append((number, parse_line(raw)))
@@ -333,16 +245,6 @@ def _torn(problem: tuple[str, str], unterminated: bool) -> tuple[str, str]:
     if not unterminated:
         return problem
     return "torn_line", f"the last line has no newline and does not parse ({problem[1]}); probably cut short"
-
-
-def _line_problem(raw: str, max_line_bytes: int) -> tuple[str, str] | None:
-    """Length and character checks on one raw line, before the grammar."""
-    size = len(raw.encode("utf-8", "surrogatepass"))
-    if size > max_line_bytes:
-        return "line_too_long", f"{size} bytes, over files.max_line_bytes={max_line_bytes}"
-    if CONTROL_OR_SURROGATE.search(raw):
-        return "control_char", "control character in line"
-    return None
 
 
 def clean_note(text: str, max_bytes: int) -> str:

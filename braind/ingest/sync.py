@@ -18,11 +18,12 @@ from braind.errors import BraindError
 from braind.files.durable import Appended, lkind
 from braind.files.problems import Problems
 from braind.files.state import RootState, States
-from braind.files.validate import Problem, classify, diary_date, is_artefact, parse_diary, read_file
+from braind.files.validate import classify, diary_date, is_artefact, parse_diary, read_file
 from braind.index.partitioned import PartitionedIndex
 from braind.index.whoosh.index import FileRecord
 from braind.model import layered
 from braind.model.entries import Entry, diary_entries, occurrences
+from braind.model.lines import Problem
 from braind.model.roots import Root
 
 log = logging.getLogger(__name__)

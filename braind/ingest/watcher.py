@@ -31,8 +31,9 @@ from watchdog.observers.api import BaseObserver, ObservedWatch
 from watchdog.observers.inotify import InotifyEmitter
 from watchdog.observers.inotify_c import CallbackId, InotifyEvent, InotifyFD, Mask, WatchCallback, WatchDescriptor
 
-from braind.files.validate import is_artefact, printable
+from braind.files.validate import is_artefact
 from braind.ingest.debounce import Debouncer
+from braind.model.lines import printable
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from braind.errors import Ambiguous, ForbiddenHeading, NotFound, Rejected
-from braind.files.validate import Problem, _line_problem, conflicts
 from braind.model.entries import Entry
+from braind.model.lines import Problem, conflicts, line_problem
 
 LOG_TYPES = ("user", "feedback", "project", "situation", "reference")
 DEFAULT_LOG_TYPE = "project"
@@ -135,7 +135,7 @@ def _check_lines(parsed: Parsed, max_line_bytes: int) -> None:
     parsed.skip |= parsed.conflicted
     parsed.problems += [(index + 1, "conflict_markers", message) for index, message in found.markers]
     for number, line in enumerate(parsed.lines, start=1):
-        problem = _line_problem(bare(line), max_line_bytes)
+        problem = line_problem(bare(line), max_line_bytes)
         if problem is not None and number - 1 not in parsed.conflicted:
             parsed.skip.add(number - 1)
             parsed.problems.append((number, *problem))

@@ -20,7 +20,8 @@ from types import TracebackType
 
 from braind.errors import Unavailable
 from braind.files.roots import identity
-from braind.files.validate import open_dir, printable
+from braind.files.validate import open_dir
+from braind.model.lines import printable
 from braind.model.roots import Root
 
 LOCK_NAME = "braind.lock"
