@@ -128,3 +128,14 @@ def fill(path: Path) -> None:
     with path.open("wb", buffering=0) as f, contextlib.suppress(OSError):
         while True:
             f.write(b"x" * 1024)
+
+
+def refused_start(daemon: Daemon) -> str:
+    """Start a daemon that must refuse; return what it logged on the way out."""
+    logged = len(daemon.log_text())
+    daemon.start(wait=False)
+    assert daemon.proc is not None
+    code = daemon.proc.wait(60)
+    daemon.proc = None
+    assert code != 0, "the daemon started"
+    return daemon.log_text()[logged:]

@@ -6,9 +6,10 @@ MODE is `append` (open with "a", one line, close: what `echo >>` and loggers do)
 (read, write a temp file, rename it over the file: vim's default save), or `inplace` (read,
 truncate, write: `backupcopy=yes`, nano, many scripts). Every save adds the line `TAG n` at the
 end of the file. `rename` and `inplace` check, as vim does, that the file did not change since
-they read it (the inode they read, its size and mtime), and read it again if it did. OUT gets a
-JSON report: the lines written, and for every save the monotonic times it read the file and
-finished writing it.
+they read it (the inode they read, its size and mtime), and read it again if it did;
+`rename-naive` and `inplace-naive` save what they read without looking, as a script would. OUT
+gets a JSON report: the lines written, and for every save the monotonic times it read the file
+and finished writing it.
 """
 
 from __future__ import annotations
@@ -77,7 +78,32 @@ def inplace_save(path: Path, line: str) -> tuple[float, float]:
         return began, time.monotonic()
 
 
-SAVES = {"append": append, "rename": rename_save, "inplace": inplace_save}
+def rename_naive(path: Path, line: str) -> tuple[float, float]:
+    """A script's save by rename: read, temp file, rename over, no check."""
+    began = time.monotonic()
+    data = path.read_bytes()
+    tmp = path.with_name(f".{path.name}.swx{os.getpid()}")
+    tmp.write_bytes(with_line(data, line))
+    os.replace(tmp, path)
+    return began, time.monotonic()
+
+
+def inplace_naive(path: Path, line: str) -> tuple[float, float]:
+    """A script's save in place: read, open for writing (truncating), write, no check."""
+    began = time.monotonic()
+    data = path.read_bytes()
+    with open(path, "wb") as f:
+        f.write(with_line(data, line))
+    return began, time.monotonic()
+
+
+SAVES = {
+    "append": append,
+    "rename": rename_save,
+    "inplace": inplace_save,
+    "rename-naive": rename_naive,
+    "inplace-naive": inplace_naive,
+}
 
 
 def run(mode: str, path: Path, seconds: float, tag: str) -> dict[str, Any]:

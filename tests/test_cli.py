@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from braind.faces.cli import build_parser
-from tests.conftest import REPO, Daemon, run_cli, today, wait_until
+from tests.conftest import Daemon, run_cli, today, wait_until
 
 COMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
 
@@ -24,12 +24,6 @@ def test_every_command_has_help_and_common_options(command: str) -> None:
     out = run_cli(command, "--help", check=True).stdout
     for option in ("--config", "--socket", "--json"):
         assert option in out
-
-
-def test_readme_documents_every_command() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    missing = [c for c in COMMANDS if f"braind {c}" not in readme]
-    assert missing == []
 
 
 def test_console_script_is_installed() -> None:

@@ -28,7 +28,7 @@ import pytest
 
 from braind.rpc.protocol import MAX_BATCH, MAX_LINE
 from tests.conftest import Daemon, today, wait_until
-from tests.faults import assert_index_matches_files
+from tests.faults import assert_index_matches_files, refused_start
 
 WAIT = 15.0
 CAP = 16
@@ -839,17 +839,6 @@ def fingerprint(path: Path) -> tuple[Any, ...]:
     content = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
     listing = sorted(os.listdir(path)) if stat.S_ISDIR(info.st_mode) else None
     return info.st_mode, info.st_ino, target, content, listing
-
-
-def refused_start(daemon: Daemon) -> str:
-    """Start a daemon that must refuse; return what it logged on the way out."""
-    logged = len(daemon.log_text())
-    daemon.start(wait=False)
-    assert daemon.proc is not None
-    code = daemon.proc.wait(60)
-    daemon.proc = None
-    assert code != 0, "the daemon started"
-    return daemon.log_text()[logged:]
 
 
 def remove(path: Path) -> None:

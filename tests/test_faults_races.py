@@ -1,8 +1,9 @@
 """A person's editor and braind writing the same file at once: nothing either of them wrote is lost.
 
 The editor is a real second process (`tests/racers.py`) that saves MEMORY.md or a logfile again
-and again, each save adding one line at the end, in one of three ways: an O_APPEND write, a
-rename of a temp file over the file (vim), or truncate-then-write in place. Meanwhile the test
+and again, each save adding one line at the end: by an O_APPEND write, by a rename of a temp
+file over the file (vim), or by truncate-then-write in place, the last two either checking first
+that the file is unchanged since read (as vim does) or not at all (as a script). Meanwhile the test
 sends braind rewrites (`memory_correct`, `memory_write_root` to a middle section) or appends
 (`memory_write_root` to the last section, `memory_write_logfile`) of another unit of the same
 file, as fast as they are answered. Afterwards (the daemon stopped, so the last look at a
@@ -35,7 +36,7 @@ from tests.faults import assert_index_matches_files
 
 SECONDS = 2.5
 SOAK_SECONDS = 20.0
-EDITORS = ["append", "rename", "inplace"]
+EDITORS = ["append", "rename", "inplace", "rename-naive", "inplace-naive"]
 MEMORY = "# Memory\n\n## alpha\nfirst body\n\n## middle\nmiddle body\n\n## omega\nomega body\n"
 LOGFILE = (
     "---\nname: notes\ntype: project\ndescription: race notes\n---\n\n# notes\n\n"

@@ -31,7 +31,7 @@ from braind.errors import BraindError
 from braind.files.durable import leftover
 from braind.rpc.client import Client
 from tests.conftest import Daemon, days_ago, run_cli, today, wait_until
-from tests.faults import assert_index_matches_files, fill, tiny_tmpfs
+from tests.faults import assert_index_matches_files, fill, refused_start, tiny_tmpfs
 
 SEED = int(os.environ.get("BRAIND_FAULT_SEED", "7"))
 MEMORY = "# Memory\n\n## alpha\nfirst body\n\n## middle\nmiddle body\n\n## omega\nomega body\n"
@@ -39,17 +39,6 @@ LOGFILE = (
     "---\nname: notes\ntype: project\ndescription: notes\n---\n\n# notes\n\n"
     "## [alpha] {day} 09:00\nfirst body\n\n## [omega] {day} 10:00\nomega body\n"
 )
-
-
-def refused_start(d: Daemon) -> str:
-    """Start a daemon that must refuse; what it logged on the way out."""
-    logged = len(d.log_text())
-    d.start(wait=False)
-    assert d.proc is not None
-    code = d.proc.wait(60)
-    d.proc = None
-    assert code != 0, "the daemon started"
-    return d.log_text()[logged:]
 
 
 def refusal(d: Daemon, method: str, **params: Any) -> BraindError:

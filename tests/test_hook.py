@@ -27,7 +27,7 @@ from braind.faces.hook import (
 )
 from braind.rpc.server import SocketServer
 from tests.conftest import Daemon
-from tests.test_mcp import readme_blocks
+from tests.test_mcp import agent_doc_blocks
 
 FENCE_OPEN = '<memory source="braind" trust="untrusted-reference-data">'
 
@@ -257,17 +257,17 @@ def test_fit_keeps_whole_lines_then_part_of_one_and_closes_the_fence() -> None:
     assert fit("SessionStart", "") == "" and fit("SessionStart", block, limit=10) == ""
 
 
-def test_the_readme_hook_settings_run(daemon: Daemon) -> None:
-    (settings,) = [json.loads(b) for b in readme_blocks("json") if '"hooks"' in b]
-    (example,) = [json.loads(b) for b in readme_blocks("json") if "hookSpecificOutput" in b]
-    daemon.call("brain_note", text="set up from the README for the hook")
+def test_the_documented_hook_settings_run(daemon: Daemon) -> None:
+    (settings,) = [json.loads(b) for b in agent_doc_blocks("json") if '"hooks"' in b]
+    (example,) = [json.loads(b) for b in agent_doc_blocks("json") if "hookSpecificOutput" in b]
+    daemon.call("brain_note", text="set up from the agents page for the hook")
     for name, event in (("SessionStart", start_event()), ("UserPromptSubmit", prompt_event())):
         (matcher,) = settings["hooks"][name]
         (handler,) = matcher["hooks"]
         argv = shlex.split(handler["command"])
         assert handler["type"] == "command" and argv == ["/home/you/.local/bin/braind", "hook", "claude-code"]
         done = hook(daemon.config_path, event)
-        assert "set up from the README for the hook" in context_of(done, name)
+        assert "set up from the agents page for the hook" in context_of(done, name)
         printed = json.loads(done.stdout)
         assert list(printed) == list(example) and list(printed["hookSpecificOutput"]) == list(
             example["hookSpecificOutput"]

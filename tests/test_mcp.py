@@ -354,19 +354,18 @@ def test_without_the_mcp_extra_the_cli_works_and_mcp_says_how_to_install(daemon:
     assert f"{sys.executable} -m pip install '/path/to/the/braind/checkout[mcp]'" in refused.stderr
 
 
-def readme_blocks(language: str) -> list[str]:
-    """The fenced blocks of one language in the README's section on connecting agents."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Connecting agents", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
+def agent_doc_blocks(language: str) -> list[str]:
+    """The fenced blocks of one language in docs/agents.md, the page on connecting agents."""
+    page = (REPO / "docs" / "agents.md").read_text(encoding="utf-8")
+    return re.findall(rf"```{language}\n(.*?)```", page, flags=re.DOTALL)
 
 
-def readme_mcp_command_lines() -> dict[str, list[str]]:
-    """Each client's MCP server command line as the README configures it."""
-    claude = next(line for block in readme_blocks("sh") for line in block.splitlines() if "claude mcp add" in line)
-    (codex,) = [tomllib.loads(block)["mcp_servers"]["braind"] for block in readme_blocks("toml")]
-    cursor = next(json.loads(b)["mcpServers"]["braind"] for b in readme_blocks("json") if "mcpServers" in b)
-    (rows,) = [yaml.safe_load(block) for block in readme_blocks("yaml")]
+def documented_mcp_command_lines() -> dict[str, list[str]]:
+    """Each client's MCP server command line as docs/agents.md configures it."""
+    claude = next(line for block in agent_doc_blocks("sh") for line in block.splitlines() if "claude mcp add" in line)
+    (codex,) = [tomllib.loads(block)["mcp_servers"]["braind"] for block in agent_doc_blocks("toml")]
+    cursor = next(json.loads(b)["mcpServers"]["braind"] for b in agent_doc_blocks("json") if "mcpServers" in b)
+    (rows,) = [yaml.safe_load(block) for block in agent_doc_blocks("yaml")]
     dsh = rows[0]["config"]
     assert rows[0]["name"] == "@deepseek-ai/dsh-mcp-client" and dsh["transport"] == "stdio"
     assert re.fullmatch(r"[A-Za-z0-9_-]{1,32}", dsh["serverName"])
@@ -381,8 +380,8 @@ def readme_mcp_command_lines() -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("client", ["claude-code", "codex", "cursor", "deepseek-harness"])
-def test_the_readme_setup_runs(daemon: Daemon, errlog: TextIO, client: str) -> None:
-    command, *args = readme_mcp_command_lines()[client]
+def test_the_documented_setup_runs(daemon: Daemon, errlog: TextIO, client: str) -> None:
+    command, *args = documented_mcp_command_lines()[client]
     assert command in ("/home/you/.local/bin/braind", "$HOME/.local/bin/braind"), command  # what install.sh prints
     assert args == ["mcp"]
     params = StdioServerParameters(
@@ -392,8 +391,8 @@ def test_the_readme_setup_runs(daemon: Daemon, errlog: TextIO, client: str) -> N
     async def scenario() -> tuple[list[str], dict[str, Any]]:
         async with connected(params, errlog) as session:
             names = [t.name for t in (await session.list_tools()).tools]
-            ok(await session.call_tool("brain_note", {"text": f"set up from the README for {client}"}))
-            return names, ok(await session.call_tool("brain_recall", {"query": f"README {client}"}))
+            ok(await session.call_tool("brain_note", {"text": f"set up from the agents page for {client}"}))
+            return names, ok(await session.call_tool("brain_recall", {"query": f"agents page {client}"}))
 
     names, recalled = run(scenario)
     assert names == [t["name"] for t in daemon_tools(daemon) if t["name"] in DEFAULT_TOOLS]

@@ -104,34 +104,33 @@ def test_an_append_reaching_the_old_inode_after_the_swap_is_swapped_back_and_kep
     assert memory.path.read_text() == text == "## alpha\nsecond body\n\n## omega\nomega body\nlate line\n"
 
 
-def test_a_rename_save_slipping_in_before_the_swap_keeps_what_it_added(
-    memory: Target, monkeypatch: pytest.MonkeyPatch
+SAVED_JUST_BEFORE = {
+    # what vim saves by rename just before braind swaps -> the file afterwards
+    "an addition is kept in braind's version": (
+        MEMORY + "saved by vim\n",
+        "## alpha\nsecond body\n\n## omega\nomega body\nsaved by vim\n",
+    ),
+    "a rewrite is put back and the change made on it": (
+        MEMORY.replace("omega body", "omega rewritten by hand"),
+        "## alpha\nsecond body\n\n## omega\nomega rewritten by hand\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(SAVED_JUST_BEFORE))
+def test_a_rename_save_slipping_in_before_the_swap_is_never_lost(
+    memory: Target, monkeypatch: pytest.MonkeyPatch, what: str
 ) -> None:
-    """vim saves just before braind swaps: its addition ends up in braind's version, not lost with the old file."""
+    saved, after = SAVED_JUST_BEFORE[what]
 
     def vim_saves() -> None:
         tmp = memory.root / ".MEMORY.md.swp"
-        tmp.write_text(MEMORY + "saved by vim\n")
+        tmp.write_text(saved)
         os.replace(tmp, memory.path)
 
     wrap_exchange(monkeypatch, vim_saves, lambda: None)
     rewriter().edit(memory, correct_alpha("second body"), None, False)
-    assert memory.path.read_text() == "## alpha\nsecond body\n\n## omega\nomega body\nsaved by vim\n"
-
-
-def test_a_rewrite_by_another_program_before_the_swap_is_put_back_and_the_change_redone(
-    memory: Target, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A save that changed the text (not only added to it) is not overwritten: the change is made on it."""
-
-    def other_rewrites() -> None:
-        tmp = memory.root / ".MEMORY.md.swp"
-        tmp.write_text(MEMORY.replace("omega body", "omega rewritten by hand"))
-        os.replace(tmp, memory.path)
-
-    wrap_exchange(monkeypatch, other_rewrites, lambda: None)
-    rewriter().edit(memory, correct_alpha("second body"), None, False)
-    assert memory.path.read_text() == "## alpha\nsecond body\n\n## omega\nomega rewritten by hand\n"
+    assert memory.path.read_text() == after
 
 
 def test_without_rename_exchange_the_temp_file_is_renamed_over_and_late_appends_carried(

@@ -68,8 +68,8 @@ CARRY = ".carry"  # bytes still to be carried into a file, beside its backup
 ATTEMPTS = 8
 _CARRIES = 16  # appends carried into one rewrite before it starts over
 _POLL_S = 0.002
-_WATCHED = 64  # files whose earlier inodes are watched for late writes
-_WATCHED_PER_FILE = 4
+_WATCHED = 16  # files whose earlier inodes are watched for late writes
+_WATCHED_PER_FILE = 16
 _TRACK_S = 5.0  # how long carried bytes are checked for: another program's save from an older read comes soon
 _OPEN_APPEND = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 T = TypeVar("T")
@@ -124,6 +124,16 @@ class _Watched:
     target: Target
     fd: int
     seen: bytes
+    other: bytes | None = None  # the version put back in its place: a save made into it may extend that one
+
+    def added(self) -> bytes | None:
+        """What was added to it since (b"" for nothing), against what it held or the version put back."""
+        extra = grown(self.fd, self.seen)
+        if extra is None and self.other is not None:
+            extra = grown(self.fd, self.other)
+            if extra is not None:
+                self.seen, self.other = self.other, None
+        return extra
 
 
 def grown(fd: int, known: bytes) -> bytes | None:
@@ -305,7 +315,7 @@ class Rewriter:
         if now is None:
             return False
         try:
-            return now.data[start : start + len(tail)] == tail or now.data.count(tail) > snap.data.count(tail)
+            return now.data[start : start + len(tail)] == tail or _times(now.data, tail) > _times(snap.data, tail)
         finally:
             os.close(now.fd)
 
@@ -316,7 +326,7 @@ class Rewriter:
             raise _Again
         try:
             if now.data[start : start + len(tail)] != tail:
-                if now.data.count(tail) > snap.data.count(tail):
+                if _times(now.data, tail) > _times(snap.data, tail):
                     return  # the other program's save kept our text
                 log.warning("%s: an in-place save overwrote braind's append; it is written again", target.path)
                 raise _Again
@@ -364,6 +374,8 @@ class Rewriter:
         renamed in just before the swap comes out instead: what it adds to the bytes compared is
         appended to ours (no second rename to race with); any other change of it is swapped back.
         """
+        base, new = _carry_into(snap, ours[0], ours[1], target, base)  # the last compare, just before the swap
+        ours = (ours[0], new)
         if not _same_inode(dir_fd, target.name, snap):
             raise _Again
         if not exchange(dir_fd, tmp, dir_fd, target.name):
@@ -371,17 +383,26 @@ class Rewriter:
         renamed_in = not _same_inode(dir_fd, tmp, snap)
         out = _open_name(dir_fd, tmp) if renamed_in else os.dup(snap.fd)
         try:
+            self._judge(target, dir_fd, tmp, ours, grown(out, base), renamed_in)  # at once: the shortest exposure
             try:
                 _fsync_dir(dir_fd, target)
             except BraindError as exc:  # the swap may not last: put the old version back, so the error changed nothing
                 self._swap_back(target, dir_fd, tmp, ours, exc.message, BraindError(exc.reason, exc.message))
             late = grown(out, base)
-            if late is None or (late and not renamed_in):
-                self._swap_back(target, dir_fd, tmp, ours, "another program wrote to it as braind replaced it")
+            self._judge(target, dir_fd, tmp, ours, late, renamed_in)
             return out, self._carry_late(target, dir_fd, out, base, late or b"")
         except BaseException:
             os.close(out)
             raise
+
+    def _judge(
+        self, target: Target, dir_fd: int, tmp: str, ours: tuple[int, bytes], late: bytes | None, renamed_in: bool
+    ) -> None:
+        """Swap back when a program holding the old file wrote to it; its late bytes stay checked afterwards."""
+        if late is None or (late and not renamed_in):
+            if late:
+                self._track(target, late)  # a save from an older read could still drop them: they are carried again
+            self._swap_back(target, dir_fd, tmp, ours, "another program wrote to it as braind replaced it")
 
     def _replace(self, target: Target, dir_fd: int, tmp: str, snap: Snapshot, base: bytes) -> tuple[int, bytes]:
         """Without RENAME_EXCHANGE: rename over the file right after the compare, then carry late appends over."""
@@ -445,11 +466,17 @@ class Rewriter:
             os.close(fd)
 
     def _left(self, target: Target, dir_fd: int, fd: int, wrote: bytes) -> None:
-        """An inode that was in place for a moment and is out now: what was added to it goes into the next version."""
-        extra = grown(fd, wrote)
+        """An inode that was in place for a moment and is out now: what was added to it goes into the next version.
+
+        A program may have saved into it in place in that moment, from the version put back: what
+        that save adds to the version put back counts as added too.
+        """
+        watched = _Watched(target, os.dup(fd), wrote, _read_name(dir_fd, target.name))
+        extra = watched.added()
         if extra:
             self._carry_later(target, extra, "that was in place for a moment")
-        self._watch(target, os.dup(fd), wrote + (extra or b""))
+            watched.seen += extra
+        self._watch(target, watched.fd, watched.seen, watched.other)
 
     def _carry_later(self, target: Target, extra: bytes, what: str) -> None:
         """Bytes another program wrote to a version no longer in place: the next version swapped in ends with them.
@@ -467,7 +494,7 @@ class Rewriter:
 
     def _missing(self, target: Target, data: bytes) -> list[bytes]:
         """The carried-over chunks a version lacks (one its writer saved again itself is not added twice)."""
-        return [chunk for chunk in self._pending.get(target.path, []) if chunk not in data]
+        return [chunk for chunk in self._pending.get(target.path, []) if not _times(data, chunk)]
 
     def _put_in(self, target: Target, chunks: list[bytes]) -> None:
         """The version now in place holds every carried-over chunk: forget them and their journal, keep checking."""
@@ -478,24 +505,40 @@ class Rewriter:
         for chunk in chunks:
             self._track(target, chunk)
 
+    def _steady_text(self, dir_fd: int, target: Target) -> bytes | None:
+        """The file's bytes, or None while it is missing or in flux (a truncate-then-write under way)."""
+        try:
+            snap = self._open(dir_fd, target)
+        except BraindError:
+            return None
+        if snap is None:
+            return None
+        try:
+            if self._in_flux(snap.info, len(snap.data), self._sizes.get(target.path)):
+                return None
+            return snap.data
+        finally:
+            os.close(snap.fd)
+
     def _track(self, target: Target, chunk: bytes) -> None:
         """Carried bytes are checked at the next looks: another program's save made before it saw them drops them."""
         self._targets[target.path] = target
         tracked = self._tracked.setdefault(target.path, {})
         tracked[chunk] = (time.monotonic(), tracked.get(chunk, (0.0, 0))[1])
 
-    def _confirm(self, target: Target, dir_fd: int) -> None:
+    def _confirm(self, target: Target, dir_fd: int, final: bool) -> None:
         """Carry again what another program's save dropped soon after braind carried it (a save from an older read)."""
         tracked = self._tracked.get(target.path)
         if not tracked:
             return
-        try:
-            data = _read_name(dir_fd, target.name)
-        except OSError:
-            data = b""
+        if final:
+            self._settle(dir_fd, target, self._sizes.get(target.path))
+        data = self._steady_text(dir_fd, target)
+        if data is None:
+            return  # being saved in place right now: judged at the next look
         pending = self._pending.get(target.path, [])
         for chunk, (at, again) in list(tracked.items()):
-            if chunk in data or chunk in pending:
+            if _times(data, chunk) or chunk in pending:
                 if time.monotonic() - at > _TRACK_S:
                     del tracked[chunk]
             elif again < _CARRIES:
@@ -534,17 +577,52 @@ class Rewriter:
 
     # -- old inodes ----------------------------------------------------------------
 
-    def _watch(self, target: Target, fd: int, seen: bytes) -> None:
+    def _watch(self, target: Target, fd: int, seen: bytes, other: bytes | None = None) -> None:
         """Keep an inode that left the file's name open (taking `fd`), to carry over what is still added to it."""
         self._targets[target.path] = target
         watched = self._watched.setdefault(target.path, [])
         for old in [w for w in watched if _identity(w.fd) == _identity(fd)]:
             self._drop(target.path, old)  # the same inode left the name again: only its newest bytes count
-        watched.append(_Watched(target, fd, seen))
+        watched.append(_Watched(target, fd, seen, other))
         while len(watched) > _WATCHED_PER_FILE:
-            os.close(watched.pop(0).fd)
+            self._last_look(watched.pop(0))
         while len(self._watched) > _WATCHED:
-            self._forget(next(iter(self._watched)))
+            for oldest in self._watched.pop(next(iter(self._watched))):
+                self._last_look(oldest)
+
+    def _last_look(self, watched: _Watched) -> None:
+        """An inode no longer watched: what was added to it still goes into the next version; a rewrite is kept."""
+        try:
+            extra = watched.added()
+            if extra:
+                self._carry_later(watched.target, extra, "braind replaced")
+            elif extra is None:
+                self._rewritten(watched, None)
+        finally:
+            os.close(watched.fd)
+
+    def _rewritten(self, watched: _Watched, dir_fd: int | None) -> None:
+        """An earlier inode was saved over: the lines it ends with that the file lacks are carried; all is kept."""
+        target = watched.target
+        data = os.pread(watched.fd, os.fstat(watched.fd).st_size, 0)
+        current = _read_name(dir_fd, target.name) if dir_fd is not None else self._current(target)
+        tail = _trailing_new(data, current)
+        if tail:
+            self._carry_later(target, tail, "saved over after braind replaced it")
+        _keep_copy(watched.fd, target, "(an earlier version of it) was saved over after braind replaced it")
+
+    def _current(self, target: Target) -> bytes:
+        """A file's bytes now (empty when it cannot be read)."""
+        try:
+            dir_fd = open_dir(target.root, target.rel.parts[:-1])
+        except (OSError, BraindError):
+            return b""
+        try:
+            return _read_name(dir_fd, target.name)
+        except OSError:
+            return b""
+        finally:
+            os.close(dir_fd)
 
     def look_back(self, target: Target, final: bool = False) -> bool:
         """Carry over what reached a file's earlier inodes since they left its name; True when the file changed."""
@@ -566,17 +644,17 @@ class Rewriter:
 
     def _look_back(self, target: Target, dir_fd: int, final: bool = False) -> None:
         """Late writes to earlier inodes: additions go into the next version, a rewrite of one is kept as a copy."""
-        self._confirm(target, dir_fd)
+        self._confirm(target, dir_fd, final)
         current = _identity_at(dir_fd, target.name)
         for watched in list(self._watched.get(target.path, [])):
             if _identity(watched.fd) == current:  # swapped back in: it is the file again, read afresh
                 self._drop(target.path, watched)
                 continue
-            extra = grown(watched.fd, watched.seen)
+            extra = watched.added()
             if extra is None and final:
                 extra = self._settled(watched)
             if extra is None and not self._in_flux(os.fstat(watched.fd), 0, None):
-                _keep_copy(watched.fd, target, "(an earlier version of it) was rewritten after braind replaced it")
+                self._rewritten(watched, dir_fd)
                 self._drop(target.path, watched)
             elif extra:
                 self._carry_later(target, extra, "braind replaced")
@@ -585,10 +663,10 @@ class Rewriter:
     def _settled(self, watched: _Watched) -> bytes | None:
         """At the last look: give an inode caught mid-save the quiet window to finish."""
         deadline = time.monotonic() + self.quiet_s
-        extra = grown(watched.fd, watched.seen)
+        extra = watched.added()
         while extra is None and time.monotonic() < deadline:
             time.sleep(_POLL_S)
-            extra = grown(watched.fd, watched.seen)
+            extra = watched.added()
         return extra
 
     def _drop(self, path: Path, watched: _Watched) -> None:
@@ -708,9 +786,11 @@ def _is_current(path: Path, dir_fd: int, name: str) -> bool:
 # -- small helpers -------------------------------------------------------------------
 
 
-def _carry_into(snap: Snapshot, new_fd: int, new: bytes, target: Target) -> tuple[bytes, bytes]:
-    """Compare the file with what was read; what was appended to it meanwhile goes into the temp file too."""
-    base = snap.data
+def _carry_into(
+    snap: Snapshot, new_fd: int, new: bytes, target: Target, base: bytes | None = None
+) -> tuple[bytes, bytes]:
+    """Compare the file with what was read (or compared last); what was appended meanwhile goes into the temp file."""
+    base = snap.data if base is None else base
     for _ in range(_CARRIES):
         extra = grown(snap.fd, base)
         if extra is None:
@@ -747,6 +827,22 @@ def _journal(target: Target, pending: bytes) -> None:
             os.fsync(bak_fd)
     finally:
         os.close(bak_fd)
+
+
+def _trailing_new(data: bytes, current: bytes) -> bytes:
+    """The lines a text ends with that another text lacks (walking back to the first line both hold)."""
+    have = set(current.split(b"\n"))
+    lines = data.rstrip(b"\n").split(b"\n")
+    start = len(lines)
+    while start > 0 and lines[start - 1] not in have and lines[start - 1].strip():
+        start -= 1
+    return b"".join(line + b"\n" for line in lines[start:])
+
+
+def _times(data: bytes, chunk: bytes) -> int:
+    """How often a chunk of whole lines is in a text as whole lines (`x 7` is not in `x 17`)."""
+    lines = chunk.lstrip(b"\r\n")
+    return (b"\n" + data).count(b"\n" + lines) if lines else 0
 
 
 def _read_journal(target: Target) -> bytes:
