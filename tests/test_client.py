@@ -228,7 +228,7 @@ def reply_with(listener: socket.socket, line: bytes) -> None:
         conn.sendall(line)
 
 
-# Reasons the contract names (SPEC §3) that a daemon may send even before this one raises them.
+# Reasons docs/protocol.md names that a daemon may send even before this one raises them.
 CONTRACT_REASONS = (
     "invalid_date",
     "symlink",

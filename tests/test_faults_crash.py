@@ -1,4 +1,4 @@
-"""Crashes and durability (issue 7, A1 to A5): kill -9, failing writes, a damaged index, a missing root, offline edits.
+"""Crashes and durability: kill -9, failing writes, a damaged index, a missing root, offline edits.
 
 Every test drives the real daemon over its real socket and ends with `assert_index_matches_files`.
 Crash moments are drawn from a seeded generator (BRAIND_FAULT_SEED, default 7), so a failing round
@@ -335,7 +335,7 @@ def first(calls: list[str], predicate: Callable[[str], bool], after: int = -1) -
     for number in range(after + 1, len(calls)):
         if predicate(calls[number]):
             return number
-    raise AssertionError(f"no matching call after #{after} in {calls[after + 1 : after + 12]}")
+    raise AssertionError(f"no matching call after #{after} in {calls[after + 1: after + 12]}")
 
 
 def fd_of(call: str) -> str:

@@ -1,4 +1,4 @@
-"""Concurrency, load and fuzzing (issue 7, section E): many writers, readers under load, hostile inputs.
+"""Concurrency, load and fuzzing: many writers, readers under load, hostile inputs.
 
 E13 runs writer processes that note through the real socket while an editor appends to the same
 diary: nothing acknowledged is lost, no line is torn or interleaved, every note is recallable.
@@ -600,7 +600,7 @@ NOT_TOOLS: dict[str, dict[str, Any]] = {
     "memory.unpin": {"fp": _STRING},
     "memory.compact": {"dry_run": _BOOLEAN},
 }
-"""Methods of SPEC §3 that the tool listing leaves out, with their params; `reindex` is left out for speed."""
+"""Methods of docs/protocol.md that the tool listing leaves out, with their params; `reindex` is left out for speed."""
 REQUIRED = {"inject": ["session"], "memory.query": ["term"], "memory.edit": ["fp", "text"]} | {
     f"memory.{name}": ["fp"] for name in ("remove", "undo", "pin", "unpin")
 }

@@ -1,4 +1,4 @@
-"""Service integration (issue 7, F16 and F17): the detached daemon, and systemd socket activation with its watchdog."""
+"""Service integration: the detached daemon, and systemd socket activation with its watchdog."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_malformed_signals_are_invalid_params(signals: object) -> None:
 
 
 def test_pinned_first_then_workflow_error_decision_fact() -> None:
-    """The injection order of SPEC §3, newest first within a type."""
+    """The injection order of docs/memory.md, newest first within a type."""
     t = ("file:a.py",)
     found = [
         entry("a fact", "fact", triggers=t),

@@ -1,4 +1,4 @@
-"""Validation of untrusted memory files and names (SPEC §2)."""
+"""Validation of untrusted memory files and names (docs/files.md, Validation)."""
 
 from __future__ import annotations
 

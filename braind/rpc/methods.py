@@ -334,7 +334,7 @@ _CREATOR = (
 
 
 def tools(table: dict[str, Method]) -> list[dict[str, Any]]:
-    """The agent-facing tools: name, description and input schema (SPEC §3 `tools`)."""
+    """The agent-facing tools: name, description and input schema (docs/protocol.md, `tools`)."""
     return [{"name": m.name, "description": m.description, "inputSchema": m.params} for m in table.values() if m.tool]
 
 

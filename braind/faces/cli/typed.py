@@ -1,7 +1,7 @@
 """`braind memory ...`: the typed memory from the command line, one subcommand per memory.* method.
 
 A fingerprint may be given by unique prefix; an ambiguous one prints the
-candidates under the error line. Writes that need approval (SPEC §6) take
+candidates under the error line. Writes that need approval (docs/memory.md, Approval) take
 --approved; without it, when the daemon answers approval_required and a
 person is at the terminal, the command asks and retries approved.
 """

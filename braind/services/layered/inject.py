@@ -1,6 +1,6 @@
 """The layered parts of the injection block, their budget, and the per-session snapshot.
 
-Order (SPEC §3): SOUL.md verbatim, then one fenced <memory> block holding
+Order (docs/memory.md, What the block holds): SOUL.md verbatim, then one fenced <memory> block holding
 MEMORY.md (`<root>`), the diary, and the logfile catalogue (`<home>`, then
 `<project>`). The budget is the whole block as the agent receives it: every
 line of it counts, the fence and its notice, the part tags, headings, hints,

@@ -341,7 +341,7 @@ class LayeredMemory:
         return self._corrected(root, rel, lines, {"name": name, "title": unit.title, "at": unit.stamp}, text)
 
     def _approve(self, approved: bool, lines: list[str] | None, what: str) -> None:
-        """Corrections and deletions are important writes (SPEC §6)."""
+        """Corrections and deletions are important writes (docs/memory.md, Approval)."""
         self.context.approver.require(True, approved, ("deleting " if lines is None else "rewriting ") + what)
 
     def _corrected(
