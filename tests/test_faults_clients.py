@@ -365,7 +365,7 @@ def test_a_line_dripped_slower_than_the_read_timeout_is_cut_off(hostile: Daemon)
     payload = line("brain_note", 6, text="d" * 400)
     with Raw(hostile.socket) as peer:
         sent = 0
-        while sent < len(payload) and peer.send(payload[sent: sent + 1]):
+        while sent < len(payload) and peer.send(payload[sent : sent + 1]):
             sent += 1
             if select.select([peer.sock], [], [], 0.02)[0]:  # a byte per 20 ms, until the daemon hangs up
                 break

@@ -335,7 +335,7 @@ def first(calls: list[str], predicate: Callable[[str], bool], after: int = -1) -
     for number in range(after + 1, len(calls)):
         if predicate(calls[number]):
             return number
-    raise AssertionError(f"no matching call after #{after} in {calls[after + 1: after + 12]}")
+    raise AssertionError(f"no matching call after #{after} in {calls[after + 1 : after + 12]}")
 
 
 def fd_of(call: str) -> str:

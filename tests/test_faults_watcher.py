@@ -210,7 +210,7 @@ def slow_save(path: Path, text: str) -> None:
     new = text.encode()[path.stat().st_size :]
     with open(path, "ab") as handle:
         for start in range(0, len(new), 7):
-            handle.write(new[start: start + 7])
+            handle.write(new[start : start + 7])
             handle.flush()
             time.sleep(0.06)  # the writer's own pace, longer than quiet_ms, not a wait on the daemon
 

@@ -18,7 +18,8 @@ from typing import TypeVar
 from braind.config import FilesConfig
 from braind.errors import BraindError, Exists, Rejected
 from braind.files.durable import create_file
-from braind.files.rewrite import BACKUPS, Rewriter, Target
+from braind.files.rewrite.inodes import BACKUPS, Target
+from braind.files.rewrite.rewriter import Rewriter
 from braind.files.validate import FileData, is_artefact, open_dir, read_file
 from braind.model.layered import LogMeta, parse_logfile
 from braind.model.roots import Root

@@ -18,7 +18,7 @@ from typing import Any
 from braind.config import Config
 from braind.errors import BraindError
 from braind.files.problems import Problems
-from braind.files.rewrite import clean_leftovers
+from braind.files.rewrite.backups import clean_leftovers
 from braind.files.roots import ensure_root
 from braind.index.partitioned import PartitionedIndex
 from braind.ingest.sync import Syncer, root_available

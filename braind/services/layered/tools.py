@@ -14,7 +14,8 @@ from typing import Any
 
 from braind.errors import BudgetExceeded, InvalidParams, NotFound
 from braind.files import layered as store
-from braind.files.rewrite import Rewriter, Target
+from braind.files.rewrite.inodes import Target
+from braind.files.rewrite.rewriter import Rewriter
 from braind.index.whoosh.index import parse_query
 from braind.model.entries import TYPES
 from braind.model.layered import (
