@@ -16,7 +16,6 @@ import functools
 import logging
 import math
 import os
-import queue
 import selectors
 import socket
 import stat
@@ -30,17 +29,17 @@ from types import TracebackType
 from typing import Any
 
 from braind.errors import BraindError, InternalError, InvalidRequest, Unavailable
-from braind.rpc.protocol import MAX_LINE, Request, decode, encode_batch, encode_error, encode_result
+from braind.rpc.connection import CHUNK, HIGH_WATER, Connection
+from braind.rpc.protocol import Request, decode, encode_batch, encode_error, encode_result
+from braind.rpc.socketfile import clear_stale, prepare_directory
+from braind.rpc.workers import Workers
 
 log = logging.getLogger(__name__)
 
 Dispatch = Callable[[str, dict[str, Any]], Any]
 
-_CHUNK = 64 * 1024
-_HIGH_WATER = 256 * 1024  # reply bytes a peer has not read yet before its next line waits
 _BACKLOG = 128
 _ACCEPT_BATCH = 64  # connections admitted per turn of the loop, so a flood cannot starve the others
-_PROBE_TIMEOUT = 1.0
 _STRAGGLER_TIMEOUT = 1.0
 _MIN_BACKOFF = 0.05
 _MAX_BACKOFF = 1.0
@@ -72,12 +71,12 @@ class SocketServer:
         self._grace = grace
         self._listener = listen_socket
         self._owned: tuple[int, int] | None = None
-        self._workers = _Workers(workers)
+        self._workers = Workers(workers)
         self._selector: selectors.BaseSelector | None = None
-        self._connections: set[_Connection] = set()
-        self._idle: OrderedDict[_Connection, float] = OrderedDict()  # idle since, the longest idle first
-        self._timed: set[_Connection] = set()  # connections with a line or a reply under a deadline
-        self._done: deque[tuple[_Connection, bytes | None]] = deque()  # answered by a worker, for the loop
+        self._connections: set[Connection] = set()
+        self._idle: OrderedDict[Connection, float] = OrderedDict()  # idle since, the longest idle first
+        self._timed: set[Connection] = set()  # connections with a line or a reply under a deadline
+        self._done: deque[tuple[Connection, bytes | None]] = deque()  # answered by a worker, for the loop
         self._wake_pending = False
         self._listening = False
         self._backoff = _MIN_BACKOFF
@@ -139,8 +138,8 @@ class SocketServer:
 
     def _bind_path(self) -> socket.socket:
         """A listening socket at `path`, mode 0600, in a private directory, replacing only a stale one."""
-        _prepare_directory(self.path.parent)
-        _clear_stale(self.path)
+        prepare_directory(self.path.parent)
+        clear_stale(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.bind(str(self.path))
@@ -367,19 +366,19 @@ class SocketServer:
     def _open(self, sock: socket.socket) -> None:
         """Start serving a new connection: non-blocking, watched for its first line."""
         sock.setblocking(False)
-        conn = _Connection(sock, self._on_connection)
+        conn = Connection(sock, self._on_connection)
         self._connections.add(conn)
         self._guarded(conn, self._settle)
 
     # -- one connection ---------------------------------------------------------------------------
 
-    def _on_connection(self, conn: _Connection, events: int) -> None:
+    def _on_connection(self, conn: Connection, events: int) -> None:
         """The selector says the peer sent bytes or has room for ours."""
         if conn.closed:  # closed by an earlier event of the same turn
             return
         self._guarded(conn, self._receive if events & _READ else self._advance)
 
-    def _guarded(self, conn: _Connection, step: Callable[[_Connection], None]) -> None:
+    def _guarded(self, conn: Connection, step: Callable[[Connection], None]) -> None:
         """Run one step of a connection; an unexpected failure closes that connection, nothing else."""
         try:
             step(conn)
@@ -387,10 +386,10 @@ class SocketServer:
             log.exception("connection handler failed")
             self._drop(conn)
 
-    def _receive(self, conn: _Connection) -> None:
+    def _receive(self, conn: Connection) -> None:
         """Read what the peer sent; nothing more at EOF; a socket error ends the connection."""
         try:
-            chunk = conn.sock.recv(_CHUNK)
+            chunk = conn.sock.recv(CHUNK)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -401,16 +400,16 @@ class SocketServer:
         conn.eof = not chunk
         self._advance(conn)
 
-    def _advance(self, conn: _Connection) -> None:
+    def _advance(self, conn: Connection) -> None:
         """Send what is queued, hand on the next line, then hang up or wait, as the connection's state says."""
         if self._flush(conn):
             self._next_request(conn)
             if self._flush(conn):
                 self._settle(conn)
 
-    def _next_request(self, conn: _Connection) -> None:
+    def _next_request(self, conn: Connection) -> None:
         """Hand the next complete line to a worker, unless one is in flight or the peer is behind on replies."""
-        while not (conn.busy or conn.closing) and len(conn.outbuf) < _HIGH_WATER:
+        while not (conn.busy or conn.closing) and len(conn.outbuf) < HIGH_WATER:
             try:
                 line = conn.next_line()
             except InvalidRequest as err:
@@ -424,7 +423,7 @@ class SocketServer:
                 conn.busy = True
                 self._workers.submit(functools.partial(self._work, conn, line))
 
-    def _flush(self, conn: _Connection) -> bool:
+    def _flush(self, conn: Connection) -> bool:
         """Write queued reply bytes without blocking; False when the peer is gone and the connection dropped."""
         if not conn.outbuf:
             return True
@@ -441,7 +440,7 @@ class SocketServer:
             conn.write_deadline = time.monotonic() + self._read_timeout
         return True
 
-    def _settle(self, conn: _Connection) -> None:
+    def _settle(self, conn: Connection) -> None:
         """Hang up on a finished connection; otherwise set its deadlines, idleness and what to watch for."""
         if conn.finished():
             self._drop(conn)
@@ -456,7 +455,7 @@ class SocketServer:
         self._mark(conn, now)
         self._watch(conn, (_READ if conn.reading() else 0) | (_WRITE if conn.outbuf else 0))
 
-    def _mark(self, conn: _Connection, now: float) -> None:
+    def _mark(self, conn: Connection, now: float) -> None:
         """Keep the idle queue (longest idle first) and the set of connections under a deadline current."""
         if not conn.idle():
             self._idle.pop(conn, None)
@@ -467,7 +466,7 @@ class SocketServer:
         else:
             self._timed.add(conn)
 
-    def _watch(self, conn: _Connection, events: int) -> None:
+    def _watch(self, conn: Connection, events: int) -> None:
         """Tell the selector which events of this connection matter now."""
         assert self._selector is not None
         if events == conn.events:
@@ -480,7 +479,7 @@ class SocketServer:
             self._selector.modify(conn.sock, events, conn.ready)
         conn.events = events
 
-    def _drop(self, conn: _Connection) -> None:
+    def _drop(self, conn: Connection) -> None:
         """Close a connection and forget it; a reply still being worked out is thrown away when it comes."""
         if conn.closed:
             return
@@ -495,7 +494,7 @@ class SocketServer:
 
     # -- the workers' side ------------------------------------------------------------------------
 
-    def _work(self, conn: _Connection, line: bytes) -> None:
+    def _work(self, conn: Connection, line: bytes) -> None:
         """Answer one line on a worker thread and post the reply to the loop, whatever happens."""
         reply: bytes | None = encode_error(None, _INTERNAL)
         try:
@@ -533,140 +532,6 @@ class SocketServer:
         except Exception:
             log.exception("request %r failed", request.method)
             return encode_error(request.id, _INTERNAL)
-
-
-class _Connection:
-    """One client's socket, the bytes on their way in and out, and where its conversation stands."""
-
-    def __init__(self, sock: socket.socket, on_ready: Callable[[_Connection, int], None]) -> None:
-        self.sock = sock
-        self.ready: Callable[[int], None] = functools.partial(on_ready, self)  # the selector's callback
-        self.inbuf = bytearray()
-        self.scanned = 0  # bytes of inbuf already known to hold no newline
-        self.outbuf = bytearray()
-        self.events = 0  # what the selector watches for on this socket
-        self.busy = False  # a request of this connection is with a worker
-        self.closing = False  # answer what is in flight, take no new line, then hang up
-        self.eof = False  # the peer has sent all it will
-        self.closed = False
-        self.line_deadline: float | None = None
-        self.write_deadline: float | None = None
-
-    def next_line(self) -> bytes | None:
-        """The next complete line without its newline, or None; raises for a line over the limit."""
-        end = self.inbuf.find(b"\n", self.scanned)
-        if end < 0:
-            self.scanned = len(self.inbuf)
-            if self.scanned >= MAX_LINE:
-                raise InvalidRequest("too_large", f"a message is limited to {MAX_LINE} bytes")
-            return None
-        if end + 1 > MAX_LINE:
-            raise InvalidRequest("too_large", f"a message is limited to {MAX_LINE} bytes")
-        line = bytes(self.inbuf[:end])
-        del self.inbuf[: end + 1]
-        self.scanned = 0
-        return line
-
-    def reading(self) -> bool:
-        """Whether to read more: the peer keeps up with its replies, and while busy, one chunk ahead at most."""
-        if self.closing or self.eof or len(self.outbuf) >= _HIGH_WATER:
-            return False
-        return not self.busy or len(self.inbuf) < _CHUNK
-
-    def awaiting_line(self) -> bool:
-        """Whether a line has begun and we wait for its end; it must come within read_timeout."""
-        return bool(self.inbuf) and not self.busy and self.reading()
-
-    def idle(self) -> bool:
-        """No request in flight, no line begun, no reply unsent: the connection only costs a descriptor."""
-        return not (self.busy or self.closing or self.inbuf or self.outbuf)
-
-    def finished(self) -> bool:
-        """Nothing left to answer or send, and the peer is done or we are hanging up."""
-        return not (self.busy or self.outbuf) and (self.closing or self.eof)
-
-    def deadline(self) -> float:
-        """The soonest of this connection's deadlines."""
-        return min(self.line_deadline or math.inf, self.write_deadline or math.inf)
-
-    def why_late(self, now: float) -> str:
-        """What the deadline that passed was for, for the log."""
-        if self.write_deadline is not None and self.write_deadline <= now:
-            return "the peer stopped reading its replies"
-        return "a line was not completed in time"
-
-
-class _Workers:
-    """A fixed pool of threads that run handlers off the event loop."""
-
-    def __init__(self, count: int) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._threads = [threading.Thread(target=self._run, name="braind-worker", daemon=True) for _ in range(count)]
-
-    def start(self) -> None:
-        """Start every worker."""
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, job: Callable[[], None]) -> None:
-        """Queue a job for the next free worker."""
-        self._jobs.put(job)
-
-    def stop(self, timeout: float) -> int:
-        """Let the workers finish their jobs and end, waiting up to `timeout`; how many are still running."""
-        started = [thread for thread in self._threads if thread.ident is not None]
-        for _ in started:
-            self._jobs.put(None)
-        deadline = time.monotonic() + timeout
-        for thread in started:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        return sum(thread.is_alive() for thread in started)
-
-    def _run(self) -> None:
-        """Run jobs until told to stop."""
-        while (job := self._jobs.get()) is not None:
-            job()
-
-
-def _prepare_directory(directory: Path) -> None:
-    """Create the socket's directory 0700, or check an existing one is ours and make it private."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = directory.stat()
-    if info.st_uid != os.getuid():
-        raise Unavailable(
-            "unsafe_directory", f"{directory} belongs to uid {info.st_uid}; the socket needs a directory of its own"
-        )
-    if info.st_mode & stat.S_ISVTX:
-        raise Unavailable("unsafe_directory", f"{directory} is a shared directory; put the socket in a private one")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(directory, 0o700)
-
-
-def _clear_stale(path: Path) -> None:
-    """Remove a socket left by a dead daemon; refuse a live one, and never touch a non-socket."""
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(info.st_mode):
-        raise Unavailable("not_a_socket", f"{path} exists and is not a socket; refusing to replace it")
-    if _is_live(path):
-        raise Unavailable("already_running", f"another braind is already listening on {path}")
-    log.info("removing stale socket %s", path)
-    path.unlink(missing_ok=True)
-
-
-def _is_live(path: Path) -> bool:
-    """Whether something accepts connections on the socket; a full backlog counts as alive."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(_PROBE_TIMEOUT)
-        try:
-            probe.connect(str(path))
-        except (ConnectionRefusedError, FileNotFoundError):
-            return False
-        except TimeoutError:
-            return True
-        return True
 
 
 def _peer_uid(conn: socket.socket) -> int:

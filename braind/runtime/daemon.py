@@ -80,7 +80,7 @@ class Daemon:
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         with StateLock(self.config.state_dir, self.owner):
-            self._install_signals()
+            self.install_signals()
             try:
                 self.start()
                 self.stopping.wait()
@@ -274,7 +274,7 @@ class Daemon:
             else:
                 log.error("a worker thread died or is wedged; withholding the watchdog ping")
 
-    def _install_signals(self) -> None:
+    def install_signals(self) -> None:
         """SIGTERM and SIGINT ask for a clean stop."""
 
         def handler(signum: int, frame: FrameType | None) -> None:

@@ -100,7 +100,7 @@ def _run_detached(config: Config, write_fd: int) -> None:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     server = Daemon(config)
-    server._install_signals()
+    server.install_signals()
     try:
         server.start()
         _report(write_fd, f"ready {os.getpid()}")

@@ -63,7 +63,7 @@ def suggestion(message: str, parser: argparse.ArgumentParser) -> str:
         word, known = choice[1], re.findall(r"'([^']*)'", choice[2])
     elif message.startswith("unrecognized arguments: "):
         word = message.split()[2].partition("=")[0]
-        known = [o for o in parser._option_string_actions if o.startswith("--")]
+        known = sorted(set(re.findall(r"--[\w-]+", parser.format_help())))
     else:
         return ""
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
