@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from braind.config import FilesConfig
 from braind.errors import Ambiguous, BraindError, ForbiddenHeading, InvalidName, NotFound
-from braind.files.check import check_root
 from braind.files.layered import logfiles
 from braind.files.validate import classify
+from braind.ingest.check import check_root
 from braind.ingest.sync import load_file
 from braind.model.layered import (
     append_section,

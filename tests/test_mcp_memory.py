@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from braind.errors import BraindError
 from braind.faces.mcp.server import DEFAULT_TOOLS
-from braind.services.inject import CLOSE, OPEN
+from braind.model.fence import CLOSE, OPEN
 from tests.conftest import REPO, Daemon, today, wait_until
 from tests.test_mcp import connected, errlog, ok, run, server, stderr_of, text_of  # noqa: F401 (errlog: fixture)
 

@@ -21,7 +21,7 @@ def check_args(parser: argparse.ArgumentParser) -> None:
 
 def cmd_check(args: argparse.Namespace, config: Config) -> int:
     """Validate a root offline and print every problem once; the exit status says the worst kind."""
-    from braind.files.check import check_root
+    from braind.ingest.check import check_root
 
     root = Path(args.root).absolute() if args.root else config.memory_root
     report = check_root(root, config.files)

@@ -14,7 +14,7 @@ from typing import Any
 
 from mcp import types
 
-from braind.services.inject import CLOSE, OPEN, fence
+from braind.model.fence import CLOSE, OPEN, fence
 
 # Tools whose results carry remembered text, framed as untrusted reference data.
 FRAMED_TOOLS = frozenset({"brain_recall", "memory_recall"})

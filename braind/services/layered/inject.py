@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 
 from braind.config import InjectConfig
 from braind.model.entries import Entry
-from braind.services.inject import CLOSE, OPEN, Part, assemble, diary_part, fence
+from braind.model.fence import CLOSE, OPEN, fence
+from braind.services.inject import Part, assemble, diary_part
 
 SNAPSHOTS = 256
 _TAGS = ("root", "home", "project")

@@ -19,7 +19,8 @@ from typing import Any
 
 from braind.errors import InvalidParams
 from braind.model.entries import Entry, GrammarError, check_trigger
-from braind.services.inject import Part, fence
+from braind.model.fence import fence
+from braind.services.inject import Part
 
 MAX_TOOL_CALLS = 12
 PRIORITY = {"workflow": 0, "error": 1, "decision": 2, "fact": 3, "note": 4}
