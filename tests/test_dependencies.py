@@ -59,9 +59,9 @@ def floors(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The floor of every dependency, installed (with what they need) into a directory of their own."""
     target = tmp_path_factory.mktemp("floors")
     pins = [floor(requirement) for requirement in declared()]
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *BINARY]
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", *BINARY, "--target", str(target)]
-        + pins,
+        [*pip, "--target", str(target), *pins],
         capture_output=True,
         text=True,
         timeout=600,
