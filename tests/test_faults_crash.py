@@ -636,6 +636,10 @@ DAMAGE: dict[str, Callable[[Daemon], object]] = {
     "index deleted": lambda d: shutil.rmtree(d.state / "partitions"),
     "schema changed": lambda d: edit_manifest(d.state / "manifest.json", schema_version=-1),
     "analyzer changed": lambda d: edit_manifest(d.state / "manifest.json", analyzer_version=-1),
+    "whoosh changed": lambda d: edit_manifest(d.state / "manifest.json", whoosh_version="2.7.4"),
+    "partition whoosh changed": lambda d: edit_manifest(
+        month_index(d).parent / "manifest.json", whoosh_version="2.7.4"
+    ),
 }
 MOVED_ASIDE = {  # where the unusable index goes, for inspection
     "truncated segment": "partitions/{year}/index.old-",
@@ -644,6 +648,8 @@ MOVED_ASIDE = {  # where the unusable index goes, for inspection
     "missing partition manifest": "partitions/{year}/index.old-",
     "schema changed": "partitions.old-",
     "analyzer changed": "partitions.old-",
+    "whoosh changed": "partitions.old-",
+    "partition whoosh changed": "partitions/{year}/index.old-",
 }
 
 

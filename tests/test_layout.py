@@ -170,3 +170,61 @@ def test_no_module_reaches_into_another_objects_private_fields() -> None:
                 continue  # the documented way to end a forked child
             found.append(f"{path.relative_to(REPO)}:{node.lineno}: {ast.unparse(node)}")
     assert found == []
+
+
+def whoosh_importers() -> list[str]:
+    """The modules that import Whoosh itself."""
+    found = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                roots = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                roots = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            if "whoosh" in roots:
+                found.append(name)
+                break
+    return sorted(found)
+
+
+def test_only_the_engine_package_imports_whoosh() -> None:
+    outside = [name for name in whoosh_importers() if not name.startswith("braind.index.whoosh.")]
+    assert outside == []
+    assert "braind.index.whoosh.compat" in whoosh_importers()
+
+
+def test_services_reach_the_index_only_through_its_interface() -> None:
+    """Services, the syncer and the faces see `index.api` (and the engine-free helpers), never the engine."""
+    engine = ("braind.index.whoosh", "braind.index.partitioned", "braind.index.rebuilding")
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        if layer(module) not in ("index", "runtime")
+        for target in targets
+        if target.startswith(engine)
+    ]
+    assert wrong == []
+
+
+def test_an_untested_whoosh_is_refused_with_what_to_do() -> None:
+    from braind.errors import Unavailable
+    from braind.index.whoosh import compat
+
+    compat.check_version(compat.WHOOSH_VERSION)
+    with pytest.raises(Unavailable) as refused:
+        compat.check_version("2.7.4")
+    assert refused.value.reason == "whoosh_version"
+    assert "2.7.4" in refused.value.message and compat.WHOOSH_VERSION in refused.value.message
+    assert "reinstall" in refused.value.message
+
+
+def test_the_whoosh_pin_is_the_version_compat_was_written_for() -> None:
+    import tomllib
+
+    from braind.index.whoosh import compat
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert f"{compat.DISTRIBUTION}=={compat.WHOOSH_VERSION}" in project["dependencies"]
+    assert compat.installed_version() == compat.WHOOSH_VERSION

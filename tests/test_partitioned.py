@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from braind.errors import InvalidParams
-from braind.index.partitioned import OTHER, PartitionedIndex, partition_key
-from braind.index.whoosh.index import FileRecord
+from braind.index.api import FileRecord
+from braind.index.partitioned import PartitionedIndex
+from braind.index.rebuilding import OTHER, partition_key
 from braind.model.entries import Entry
 from tests.conftest import wait_until
 

@@ -12,8 +12,9 @@ import pytest
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
 from braind.index import analysis
+from braind.index.api import FileRecord
 from braind.index.whoosh import postings
-from braind.index.whoosh.index import FileRecord, Index
+from braind.index.whoosh.index import Index
 from braind.model.entries import Entry
 
 ROOT = "/mem/user"

@@ -23,15 +23,13 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import Stemmer
-from whoosh.analysis import Token, Tokenizer
-from whoosh.formats import Frequency
-from whoosh.lang import has_stopwords, stopwords_for_language
+
+from braind.index.stopwords import stopwords
 
 ANALYZER_VERSION = 4
 
@@ -45,7 +43,7 @@ _CJK = (
     "\uff66-\uff9f\U00020000-\U0003134f"
 )
 # Group 1: a CJK run; group 2: a word of any other script.
-_WORD = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
+WORDS = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
 _MARKS = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _STEM_CACHE = 1 << 18  # distinct words whose stems are kept: a few tens of MB at most
 # ISO 639-1 codes of the languages Snowball stems, and the names of its algorithms.
@@ -115,11 +113,7 @@ class Language:
     def __init__(self, codes: tuple[str, ...]) -> None:
         self.codes = codes
         self._local = threading.local()  # a stemmer is not thread-safe: one set per thread
-        stops: set[str] = set()
-        for code in codes:
-            if has_stopwords(code):
-                stops.update(fold(word) for word in stopwords_for_language(code))
-        self.stopwords = frozenset(stops)
+        self.stopwords = frozenset(fold(word) for code in codes for word in stopwords(code))
         self.stems: Callable[[str], tuple[str, ...]] = lru_cache(maxsize=_STEM_CACHE)(self._stems)
 
     def _stems(self, word: str) -> tuple[str, ...]:
@@ -139,7 +133,7 @@ class Language:
         """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""
         counts: dict[str, int] = {}
         get, stems = counts.get, self.stems
-        for run, word in _WORD.findall(text):
+        for run, word in WORDS.findall(text):
             if run:
                 for i in range(len(run) - 1):
                     pair = run[i : i + 2]
@@ -153,21 +147,21 @@ class Language:
     def query(self, text: str) -> Query:
         """Every word of a query, split into script runs (API限流 → api, 限流), folded and stemmed."""
         terms: list[Term] = []
-        for match in _WORD.finditer(text):
+        for match in WORDS.finditer(text):
             if match.lastindex == 1:
                 terms.append(Term(match.group(), True, (match.group(),)))
             elif folded := fold(match.group()):
                 terms.append(Term(folded, False, self.stems(folded), folded in self.stopwords))
         return Query(tuple(terms))
 
-    def _terms_of(self, text: str) -> tuple[str, str]:
+    def terms_of(self, text: str) -> tuple[str, str]:
         """The stems of a text's words, each after a newline, and its CJK runs joined by newlines.
 
         A stem begins a term exactly when "\n" + stem occurs in the first string, a search done in C.
         """
         words: list[str] = []
         runs: list[str] = []
-        for run, word in _WORD.findall(text):
+        for run, word in WORDS.findall(text):
             if run:
                 runs.append(run)
             elif folded := fold(word):
@@ -189,7 +183,7 @@ class Language:
         """The character offset of the earliest place where any term matches, or 0."""
         prefixes = tuple(key for term in terms if not term.cjk for key in term.keys)
         runs = [term.keys[0] for term in terms if term.cjk]
-        for match in _WORD.finditer(text):
+        for match in WORDS.finditer(text):
             if match.lastindex == 2:
                 folded = fold(match.group())
                 if prefixes and folded and any(stem.startswith(prefixes) for stem in self.stems(folded)):
@@ -227,8 +221,8 @@ def _counts_cache(language: Language, text: str) -> dict[str, int]:
 
 @lru_cache(maxsize=2048)
 def _terms_cache(language: Language, text: str) -> tuple[str, str]:
-    """Language._terms_of, cached: uncommitted entries are matched on every search until committed."""
-    return language._terms_of(text)
+    """Language.terms_of, cached: uncommitted entries are matched on every search until committed."""
+    return language.terms_of(text)
 
 
 @lru_cache(maxsize=16)
@@ -240,103 +234,3 @@ def language(codes: tuple[str, ...] = DEFAULT_LANGUAGES) -> Language:
 def bigrams(run: str) -> list[str]:
     """The overlapping character pairs of a CJK run."""
     return [run[i : i + 2] for i in range(len(run) - 1)]
-
-
-class CJKTokenizer(Tokenizer):
-    """Folded, stemmed words, plus CJK characters and bigrams; importable so the schema pickles."""
-
-    def __init__(self, languages: tuple[str, ...] = DEFAULT_LANGUAGES) -> None:
-        self.languages = tuple(languages)
-
-    @property
-    def language(self) -> Language:
-        """The shared stemmers and stopwords of this tokenizer's languages."""
-        return language(self.languages)
-
-    def __call__(
-        self,
-        value: str,
-        positions: bool = False,
-        chars: bool = False,
-        keeporiginal: bool = False,
-        removestops: bool = True,
-        start_pos: int = 0,
-        start_char: int = 0,
-        tokenize: bool = True,
-        mode: str = "",
-        **kwargs: Any,
-    ) -> Iterator[Token]:
-        """Yield one reused Token per term, the way Whoosh tokenizers do."""
-        token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
-        if not tokenize:
-            yield _whole(token, value, start_pos, start_char)
-            return
-        pos, stems = start_pos, self.language.stems
-        for match in _WORD.finditer(value):
-            if match.lastindex == 1:
-                yield from _cjk_tokens(token, match.group(), pos, start_char + match.start(), chars)
-                pos += match.end() - match.start()
-                continue
-            folded = fold(match.group())
-            if not folded:  # a word that folds away entirely
-                continue
-            for stem in stems(folded):
-                token.text, token.pos = stem, pos
-                if chars:
-                    token.startchar, token.endchar = start_char + match.start(), start_char + match.end()
-                yield token
-            pos += 1
-
-
-def _cjk_tokens(token: Token, run: str, pos: int, offset: int, chars: bool) -> Iterator[Token]:
-    """Each bigram of a CJK run at the position of its first character, then the run's last character."""
-    last = len(run) - 1
-    for i in range(last):
-        token.pos, token.text = pos + i, run[i : i + 2]
-        if chars:
-            token.startchar, token.endchar = offset + i, offset + i + 2
-        yield token
-    token.pos, token.text = pos + last, run[last]
-    if chars:
-        token.startchar, token.endchar = offset + last, offset + last + 1
-    yield token
-
-
-def _whole(token: Token, value: str, start_pos: int, start_char: int) -> Token:
-    """The untokenized value as a single token (Whoosh's tokenize=False contract)."""
-    token.original = token.text = value
-    token.pos = start_pos
-    token.startchar, token.endchar = start_char, start_char + len(value)
-    return token
-
-
-def analyzer(languages: tuple[str, ...] = DEFAULT_LANGUAGES) -> CJKTokenizer:
-    """The analyzer of the text field."""
-    return CJKTokenizer(languages)
-
-
-class Counts(Frequency):
-    """Term frequencies kept only as posting weights: Frequency also stores each one again as a value."""
-
-    posting_size = 0  # no value per posting
-
-    def word_values(self, value: str, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
-        """(term, frequency, weight, no value) for each distinct term of a text."""
-        if type(analyzer) is CJKTokenizer:
-            counts = analyzer.language.term_counts(value)
-        else:
-            counts = _token_counts(value, analyzer, **kwargs)
-        boost = self.field_boost
-        return ((text, count, count * boost, b"") for text, count in counts.items())
-
-    def decode_frequency(self, valuestring: bytes) -> int:
-        """Unused: frequencies are read as weights."""
-        return 1
-
-
-def _token_counts(value: str, analyzer: Any, **kwargs: Any) -> dict[str, int]:
-    """The counts of the terms another analyzer makes."""
-    counts: dict[str, int] = {}
-    for token in analyzer(value, **kwargs):
-        counts[token.text] = counts.get(token.text, 0) + 1
-    return counts

@@ -13,54 +13,35 @@ from __future__ import annotations
 import contextlib
 import heapq
 import logging
-import multiprocessing
 import os
-import re
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from braind.errors import BraindError, Unavailable
 from braind.index import analysis, manifest, ranking
-from braind.index.combined import MIN_PARTS, Combined, key_of
-from braind.index.whoosh.index import (
-    SCHEMA_VERSION,
-    FileRecord,
-    Filters,
-    Found,
-    Index,
-    Rebuild,
-    build_directory,
-    check_limit,
-    finish_hits,
-    make_found,
-    parse_query,
-)
+from braind.index.api import FileRecord, Filters, Found, check_limit, parse_query
+from braind.index.hits import finish_hits, make_found
+from braind.index.rebuilding import OTHER, Changed, PartitionedRebuild, partition_key
+from braind.index.whoosh import compat
+from braind.index.whoosh.combined import MIN_PARTS, Combined, key_of
+from braind.index.whoosh.documents import SCHEMA_VERSION
+from braind.index.whoosh.index import Index
+from braind.index.whoosh.rebuild import Rebuild
 from braind.model.entries import Entry
 
 log = logging.getLogger(__name__)
 
 LAYOUT_VERSION = 2
-OTHER = "other"
 _PARTITIONS = "partitions"
 _MANIFEST = "manifest.json"
 _OLD = "partitions.old-"
 _KEEP_OLD = 2
-_DIARY_FILE = re.compile(r"/diary/(\d{4})-\d{2}-\d{2}\.md$")
 _PARALLEL_MIN_ENTRIES = 4000
-
-Changed = tuple["FileRecord | None", tuple[Entry, ...]]  # a file's new record and entries, or (None, ()) when removed
-
-
-def partition_key(path: str) -> str:
-    """The partition a file belongs to: the year of a diary day, else 'other'."""
-    match = _DIARY_FILE.search(path)
-    return match[1] if match else OTHER
 
 
 def _window(keys: Sequence[str], since: str | None) -> list[str]:
@@ -110,7 +91,7 @@ class PartitionedIndex:
         self._state_dir = Path(state_dir)
         self.languages = tuple(languages)
         self.language = analysis.language(self.languages)
-        self._parallel_min_entries = parallel_min_entries
+        self.parallel_min_entries = parallel_min_entries
         self._dir = self._state_dir / _PARTITIONS
         self._identity = identity
         self._commit_ms = commit_ms
@@ -126,7 +107,7 @@ class PartitionedIndex:
         self._damaged: str | None = None  # why the index was found damaged while running, until rebuilt
         self._changed: dict[str, Changed] | None = None  # writes since a rebuild began, for partitions it starts later
         self.on_damage: Callable[[str], None] = lambda why: None
-        self._combined: Combined | None = None  # the settled partitions as one, see braind/index/combined.py
+        self._combined: Combined | None = None  # the settled partitions as one, see braind/index/whoosh/combined.py
 
     # -- opening -----------------------------------------------------------------
 
@@ -134,6 +115,7 @@ class PartitionedIndex:
         """Open every partition; True when anything was missing or unreadable (reconcile everything)."""
         self._state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(self._state_dir, 0o700)
+        compat.check_version()
         problem = self._check_manifest()
         if problem is not None:
             log.log(logging.INFO if problem == "missing" else logging.WARNING, "index is %s; starting afresh", problem)
@@ -158,6 +140,7 @@ class PartitionedIndex:
             "layout_version": LAYOUT_VERSION,
             "schema_version": SCHEMA_VERSION,
             "analyzer_version": analysis.ANALYZER_VERSION,
+            "whoosh_version": compat.WHOOSH_VERSION,
             "languages": list(self.languages),
             "identity": self._identity,
         }
@@ -470,143 +453,31 @@ class PartitionedIndex:
 
     def rebuild(self) -> PartitionedRebuild:
         """Start rebuilding every partition while the live ones keep answering."""
+        with self._lock:
+            self._rebuilding, self._changed = True, {}
         return PartitionedRebuild(self)
 
+    def keys(self) -> list[str]:
+        """The keys of the partitions there are."""
+        with self._lock:
+            return sorted(self._parts)
 
-class PartitionedRebuild:
-    """Builds the partitions from every file (in worker processes when large) and swaps them in.
-
-    Files arrive in path order, so a diary year is complete once a file of another partition
-    arrives: in parallel mode it is handed to a worker then, which overlaps building with reading
-    the rest and keeps only a few years' entries in memory at a time.
-    """
-
-    def __init__(self, index: PartitionedIndex) -> None:
-        self._index = index
-        self._files: dict[str, list[tuple[FileRecord, tuple[Entry, ...]]]] = {}
-        self._rebuilds: dict[str, Rebuild] = {}
-        self._jobs: dict[str, Future[int]] = {}
-        self._pool: ProcessPoolExecutor | None = None
-        self._last: str | None = None
-        self.files = self.entries = 0
-        index._rebuilding = True
-        with index._lock:
-            index._changed = {}
-
-    def add(self, record: FileRecord, entries: Sequence[Entry]) -> None:
-        """Queue one file for its partition; hand finished years to the workers."""
-        key = partition_key(record.path)
-        if key in self._jobs:  # a file after its year was handed over: written in at the swap
-            self._rebuilds[key].late(record, entries)
-        else:
-            self._files.setdefault(key, []).append((record, tuple(entries)))
-        self.files += 1
-        self.entries += len(entries)
-        if self._last not in (None, key) and self._parallel():
-            self._hand_over(current=key)
-        self._last = key
-
-    def _parallel(self) -> bool:
-        """True once the corpus is large enough to be worth worker processes, which then start."""
-        if self._pool is None:
-            if self.entries < self._index._parallel_min_entries or (os.cpu_count() or 1) < 2:
-                return False
-            context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=os.cpu_count(), mp_context=context)
-        return True
-
-    def _hand_over(self, current: str) -> None:
-        """Send every finished year to a worker ('other' waits for the end: its files come from anywhere)."""
-        for key in [k for k in self._files if k not in (OTHER, current)]:
-            self._submit(key)
-        self._wait_below(2 * (os.cpu_count() or 1))
-
-    def _submit(self, key: str) -> None:
-        """Start a partition's rebuild and send its files to a worker."""
-        assert self._pool is not None
-        rebuild = self._rebuilds[key] = self._start(key)
-        self._jobs[key] = self._pool.submit(
-            _build_job, str(rebuild.directory), self._files.pop(key), self._index.languages
-        )
-
-    def _wait_below(self, limit: int) -> None:
-        """Wait until fewer than `limit` jobs are unfinished, so that queued entries stay few."""
-        while True:
-            running = [job for job in self._jobs.values() if not job.done()]
-            if len(running) < limit:
-                return
-            wait(running, return_when=FIRST_COMPLETED)
-
-    def finish(self) -> None:
-        """Build what is left, then swap every partition in; partitions with no files become empty."""
-        try:
-            try:
-                self._build_rest()
-            except BaseException:
-                self._discard()
-                raise
-            for rebuild in self._rebuilds.values():
-                rebuild.finish()
-            self._index._generation += 1
-            self._index._version += 1
-            self._index._damaged = None
-        finally:
-            self._shutdown()
-            self._end()
-
-    def _end(self) -> None:
-        """Stop recording writes for partitions not started yet."""
-        with self._index._lock:
-            self._index._changed = None
-        self._index._rebuilding = False
-
-    def _build_rest(self) -> None:
-        """Build the partitions not handed over yet, wait for the workers, and start empty ones."""
-        parallel = self._parallel()
-        for key in sorted(set(self._files) | set(self._index._parts)):
-            if key not in self._rebuilds:
-                self._rebuilds[key] = self._start(key)
-        pending = dict(self._files)
-        self._files.clear()
-        for key, files in pending.items():
-            if parallel:
-                assert self._pool is not None
-                self._jobs[key] = self._pool.submit(
-                    _build_job, str(self._rebuilds[key].directory), files, self._index.languages
-                )
-            else:
-                build_directory(self._rebuilds[key].directory, files, self._index.languages)
-        for job in self._jobs.values():
-            job.result()
-
-    def _start(self, key: str) -> Rebuild:
+    def rebuild_part(self, key: str) -> Rebuild:
         """Begin one partition's rebuild beside its live index, with the writes made to it since the rebuild began."""
-        part = self._index._part(key, create=True)
+        part = self._part(key, create=True)
         assert part is not None
-        with self._index._lock:
-            changed = self._index._changed or {}
+        with self._lock:
+            changed = self._changed or {}
             return part.rebuild({path: change for path, change in changed.items() if partition_key(path) == key})
 
-    def _discard(self) -> None:
-        """Abort every started partition rebuild."""
-        self._shutdown()
-        for rebuild in self._rebuilds.values():
-            rebuild.abort()
-        self._rebuilds.clear()
+    def rebuilt(self) -> None:
+        """Every partition is swapped in: reads see it, and damage found before is repaired."""
+        self._generation += 1
+        self._version += 1
+        self._damaged = None
 
-    def _shutdown(self) -> None:
-        """Stop the worker processes, cancelling jobs not started."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def abort(self) -> None:
-        """Forget the collected files and any started builds; the live partitions are untouched."""
-        self._files.clear()
-        self._discard()
-        self._end()
-
-
-def _build_job(directory: str, files: list[tuple[FileRecord, tuple[Entry, ...]]], languages: tuple[str, ...]) -> int:
-    """Worker-process entry point: build one partition directory."""
-    return build_directory(Path(directory), files, languages)
+    def end_rebuild(self) -> None:
+        """Stop recording writes for partitions not started yet."""
+        with self._lock:
+            self._changed = None
+        self._rebuilding = False

@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 
 from braind.index.analysis import Language, Query, Term, bigrams
+from braind.model.entries import Entry
 
 Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, and a weight for each
 
 PREFIX_WEIGHT = 0.1  # a longer word the query word begins is weaker evidence than the word itself
+K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
 CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
 CONTEXT_ENTRIES = 2  # how many entries before an entry make its context
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
@@ -167,7 +169,7 @@ def _popcount(bits: np.ndarray) -> np.ndarray:
 
 def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
     """The scores of some documents: their own plus CONTEXT_WEIGHT times those of the entries before them."""
-    score = text[docs]
+    score: np.ndarray = text[docs]
     for before in neighbours:
         found = before[docs]
         score += CONTEXT_WEIGHT * np.where(found >= 0, text[found], 0.0)  # -1: no entry before
@@ -223,7 +225,6 @@ def _text_score(
     language: Language, text: str, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float
 ) -> float:
     """BM25 of a text's own words."""
-    from braind.index.whoosh.postings import K1, B  # the engine's BM25 parameters, one source for both paths
 
     counts = language.cached_counts(text)
     length_norm = K1 * (1 - B + B * sum(counts.values()) / (norm or 1))
@@ -271,3 +272,8 @@ def phrase_bonus(language: Language, text: str, query: Query) -> float:
 def held_words(language: Language, text: str, terms: Sequence[Term]) -> list[str]:
     """The query words a text holds, as the query wrote them."""
     return [term.word for term in terms if language.holds(text, term)]
+
+
+def contexts(entries: Sequence[Entry], start: int = 0) -> list[tuple[str, ...]]:
+    """The texts of the entries just before each entry of a file (from `start` on), reading only those."""
+    return [tuple(e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]) for i in range(start, len(entries))]

@@ -19,8 +19,7 @@ from braind.files.durable import Appended, lkind
 from braind.files.problems import Problems
 from braind.files.state import RootState, States
 from braind.files.validate import classify, diary_date, is_artefact, parse_diary, read_file
-from braind.index.partitioned import PartitionedIndex
-from braind.index.whoosh.index import FileRecord
+from braind.index.api import FileRecord, SearchIndex
 from braind.model import layered
 from braind.model.entries import Entry, diary_entries, occurrences
 from braind.model.lines import Problem
@@ -159,7 +158,7 @@ class Syncer:
     """Applies the disk's state to the index, serialised so two syncs never interleave."""
 
     def __init__(
-        self, index: PartitionedIndex, files: FilesConfig, problems: Problems, states: States | None = None
+        self, index: SearchIndex, files: FilesConfig, problems: Problems, states: States | None = None
     ) -> None:
         self.index = index
         self.files = files

@@ -16,7 +16,7 @@ from braind.config import Config
 from braind.files.migrate import Migrator
 from braind.files.problems import Problems
 from braind.files.roots import ensure_root, project_root
-from braind.index.partitioned import PartitionedIndex
+from braind.index.api import SearchIndex
 from braind.ingest.sync import Syncer
 from braind.model.roots import Root, user_root
 from braind.services.typed.approval import Approver
@@ -86,7 +86,7 @@ class Context:
     """What every service may use; built once per daemon by `make_context`."""
 
     config: Config
-    index: PartitionedIndex
+    index: SearchIndex
     syncer: Syncer
     problems: Problems
     approver: Approver
@@ -102,7 +102,7 @@ class Context:
 
 
 def make_context(
-    config: Config, index: PartitionedIndex, syncer: Syncer, problems: Problems, clock: Clock = local_now
+    config: Config, index: SearchIndex, syncer: Syncer, problems: Problems, clock: Clock = local_now
 ) -> Context:
     """The context of one daemon: its roots, with projects migrated on first use and indexed once migrated."""
     hooks = Hooks()

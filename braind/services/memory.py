@@ -12,7 +12,7 @@ from typing import Any
 
 from braind import __version__
 from braind.errors import BraindError
-from braind.index.whoosh.index import Found, Hit
+from braind.index.api import Found, Hit
 from braind.ingest.sync import Report, root_available, walk
 from braind.model.entries import Entry
 from braind.model.redact import neutralise_braces

@@ -17,26 +17,25 @@ import bisect
 import io
 import pickle
 import struct
-import sys
 import threading
 import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
-from whoosh.columns import NumericColumn
 from whoosh.filedb.filetables import OrderedHashReader
 from whoosh.reading import TermNotFound
 from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length
 
-from braind.index import analysis
+from braind.index import analysis, ranking
+from braind.index.whoosh import compat
 
 EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
-K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
+K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.score_entry computes them
 Made = TypeVar("Made")
 Ids = np.ndarray  # document numbers, sorted, distinct
 Values = np.ndarray  # one float per document number
@@ -72,11 +71,11 @@ class Lexicon:
     @classmethod
     def read(cls, reader: Any, field: str) -> Lexicon | None:
         """The lexicon of a W3 segment reader's field; None for readers of another kind."""
-        terms = getattr(reader, "_terms", None)
-        table = getattr(terms, "_tindex", None)
+        terms = compat.segment_terms(reader)
+        table = compat.term_table(terms)
         if not isinstance(table, OrderedHashReader):
             return None
-        number = terms._fieldmap.get(field)  # type: ignore[union-attr]
+        number = compat.field_number(terms, field)
         if number is None:
             return cls()
         begin = table.closest_key_pos(pack_ushort(number))
@@ -396,17 +395,17 @@ class SearcherView:
         """A document's stored fields, read from its segment directly (the top-level reader filters by schema)."""
         leaf = bisect.bisect_right(self._offsets, docnum) - 1
         sub, offset = self._leaves[leaf]
-        perdoc = getattr(sub.reader(), "_perdoc", None)
+        perdoc = compat.segment_stored(sub.reader())
         if perdoc is None:
-            return self.searcher.stored_fields(docnum)
-        return perdoc.stored_fields(docnum - offset) or {}
+            return cast(dict[str, Any], self.searcher.stored_fields(docnum))
+        return cast(dict[str, Any], perdoc.stored_fields(docnum - offset) or {})
 
     def made(self, docnum: int, make: Callable[[dict[str, Any]], Made]) -> Made:
         """What `make` builds from a document's stored fields (an Entry), kept for the next query's hits."""
         leaf = bisect.bisect_right(self._offsets, docnum) - 1
         sub, offset = self._leaves[leaf]
         key = (_segment_id(sub.reader()), docnum - offset)
-        return _STORED.get(key, lambda: make(self.stored(docnum)))
+        return cast(Made, _STORED.get(key, lambda: make(self.stored(docnum))))
 
 
 def _summed(lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
@@ -422,12 +421,12 @@ def _decode(reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Value
     if info.is_inlined():
         ids, weights, _ = info.inlined_postings()
         return np.array(ids, dtype=np.uint32), np.array(weights, dtype=np.float32)
-    terms = getattr(reader, "_terms", None)
-    if terms is None or not hasattr(terms, "_postfile"):  # not a W3 segment
+    terms = compat.segment_terms(reader)
+    if terms is None or not compat.has_postings_file(terms):  # not a W3 segment
         return _matcher_postings(reader.postings(field, term))
     offset, length = info.extent()
     length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
-    return _blocks(terms._postfile.get(offset, length))
+    return _blocks(compat.posting_bytes(terms, offset, length))
 
 
 def _blocks(data: bytes) -> tuple[Ids, Values]:
@@ -481,13 +480,13 @@ def _matcher_postings(matcher: Any) -> tuple[Ids, Values]:
 
 def _segment_id(reader: Any) -> Any:
     """What names a segment for as long as it exists."""
-    return getattr(reader, "_segid", None) or id(reader)
+    return compat.segment_id(reader) or id(reader)
 
 
 def _leaf_lengths(reader: Any, field: str) -> array[int]:
     """One segment's length bytes of a field (0 for documents without it)."""
-    name = f"_{field}_len"  # where the W3 codec keeps field lengths
-    perdoc = getattr(reader, "_perdoc", None)  # an empty index has an EmptyReader
+    name = compat.lengths_column(field)
+    perdoc = compat.segment_stored(reader)  # None for an empty index's EmptyReader
     if perdoc is None or not perdoc.has_column(name):
         return array("B", bytes(reader.doc_count_all()))
     return numbers(perdoc.column_reader(name, LENGTHS_COLUMN))
@@ -510,12 +509,32 @@ def _column_of(name: str, typecode: str) -> Callable[[Any, str], array[int]]:
 
 
 def numbers(column: Any) -> array[int]:
-    """A numeric column's values in one read; Whoosh's load() reads them one document at a time."""
-    if not isinstance(column, NumericColumn.Reader):
-        return array("q", column.load())
-    stored = column._count  # values past it are the default, never written
-    values = array(column._typecode, column._dbfile.get(column._basepos, stored * column._fixedlen))
-    if sys.byteorder == "little" and values.itemsize > 1:
-        values.byteswap()  # stored big-endian
-    values.extend([column._default] * (column._doccount - stored))
-    return values
+    """A numeric column's values in one read."""
+    return compat.column_values(column)
+
+
+def word_postings(view: SearcherView, term: analysis.Term, cache: bool = True) -> ranking.TermMaps:
+    """One query word's postings in one searcher: its stem and the longer words it begins."""
+    if term.cjk:
+        run = term.keys[0]
+        mode = PREFIX if len(run) == 1 else EXACT if len(run) == 2 else RUN
+        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode, cache), NOTHING)
+    exact = best_of([view.weights(analysis.FIELD, key, EXACT, cache) for key in term.keys])
+    longer = best_of([view.weights(analysis.FIELD, key, LONGER, cache) for key in term.keys])
+    return ranking.TermMaps(exact, longer)
+
+
+NOTHING: ranking.Postings = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+
+
+def best_of(lists: Sequence[ranking.Postings]) -> ranking.Postings:
+    """One list of several (a word's stems in several languages), the best weight of each document."""
+    if len(lists) == 1:
+        return lists[0]
+    ids = np.concatenate([found for found, _ in lists])
+    weights = np.concatenate([weight for _, weight in lists])
+    order = np.lexsort((-weights, ids))  # by document, best weight first
+    ids, weights = ids[order], weights[order]
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return ids[first], weights[first]

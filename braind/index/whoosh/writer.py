@@ -11,12 +11,11 @@ files are Whoosh's W3 format: its readers open them unchanged.
 
 from __future__ import annotations
 
-import io
 import pickle
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from whoosh.analysis import IDTokenizer
@@ -24,7 +23,6 @@ from whoosh.codec.whoosh3 import (
     LENGTHS_COLUMN,
     W3Codec,
     W3FieldWriter,
-    W3LeafMatcher,
     W3PerDocReader,
     W3PostingsWriter,
     W3TermInfo,
@@ -33,19 +31,17 @@ from whoosh.codec.whoosh3 import (
 from whoosh.columns import NumericColumn, TranslatingColumnReader
 from whoosh.fields import FieldType, Schema, UnknownFieldError
 from whoosh.filedb.filetables import OrderedHashReader
-from whoosh.filedb.filetables import _lengths as _LENGTHS
-from whoosh.filedb.structfile import StructFile
 from whoosh.formats import Existence, Format
 from whoosh.system import pack_ushort, unpack_ushort
 from whoosh.util.numeric import byte_to_length
 from whoosh.writing import SegmentWriter
 
+from braind.index.whoosh import compat
 from braind.index.whoosh.postings import numbers
 
 INLINE_LIMIT = 16  # most words of a diary occur in a handful of entries
 BLOCK_LIMIT = 1024  # postings per block: recall decodes whole lists, and fewer blocks cost less each
 
-_TERM_INFO = W3TermInfo._struct  # flags, weight, frequency, min and max length, max weight, first and last id
 
 # (field, term bytes, document, weight, value): a posting as Whoosh's merges hand it over.
 Posting = tuple[str, bytes, int, float, "bytes | None"]
@@ -183,7 +179,7 @@ class PostingsWriter(W3PostingsWriter):
         """Write one term's postings, or inline them when short; its term info as bytes."""
         if len(postings.docs) < self._inlinelimit:
             return _inlined(postings)
-        return self._write_blocks(format_, postings).to_bytes()
+        return cast(bytes, self._write_blocks(format_, postings).to_bytes())
 
     def _write_blocks(self, format_: Any, postings: Postings) -> W3TermInfo:
         """Write a posting list in blocks; its term info."""
@@ -222,8 +218,8 @@ def _inlined(postings: Postings) -> bytes:
     """The term info of a short list holding its postings: the bytes W3TermInfo makes, without its objects."""
     docs, weights = postings.docs, postings.weights
     values = tuple(postings.values) or (b"",) * len(docs)  # every posting gets a value, as readers expect
-    flags = _TERM_INFO.pack(True, sum(weights), len(docs), 0, 0, max(max(weights), 0), docs[0], docs[-1])
-    return flags + pickle.dumps((tuple(docs), tuple(weights), values), 2)
+    flags = compat.TERM_INFO.pack(True, sum(weights), len(docs), 0, 0, max(max(weights), 0), docs[0], docs[-1])
+    return cast(bytes, flags) + pickle.dumps((tuple(docs), tuple(weights), values), 2)
 
 
 class FieldWriter(W3FieldWriter):
@@ -247,7 +243,7 @@ class FieldWriter(W3FieldWriter):
         for key, value in items:
             if key <= last:
                 raise ValueError(f"Keys must increase: {last!r}..{key!r}")
-            record = _LENGTHS.pack(len(key), len(value)) + key + value
+            record = compat.LENGTHS.pack(len(key), len(value)) + key + value
             dbfile.write(record)
             positions.append(position)
             hashed = hashfn(key)
@@ -349,10 +345,10 @@ class Writer(SegmentWriter):
 
         Whoosh asks the file system whether a field's length column exists for every field of every document.
         """
-        perdoc = getattr(reader, "_perdoc", None)
+        perdoc = compat.segment_stored(reader)
         if not isinstance(perdoc, W3PerDocReader) or any(self.schema[name].vector for name in fieldnames):
-            return super().write_per_doc(fieldnames, reader)
-        lengths = {name: _column(perdoc, f"_{name}_len", LENGTHS_COLUMN) for name in fieldnames}
+            return cast("dict[int, int] | None", super().write_per_doc(fieldnames, reader))
+        lengths = {name: _column(perdoc, compat.lengths_column(name), LENGTHS_COLUMN) for name in fieldnames}
         columns = {name: _column(perdoc, name, self.schema[name].column_type) for name in fieldnames}
         docmap: dict[int, int] | None = {} if reader.has_deletions() else None
         pdw, schema = self.perdocwriter, self.schema
@@ -374,8 +370,8 @@ class Writer(SegmentWriter):
 
         Whoosh looks each term up again by its hash, a few bytes at a time, and hands over one tuple per posting.
         """
-        terms = getattr(reader, "_terms", None)
-        if not isinstance(terms, W3TermsReader) or not isinstance(terms._tindex, OrderedHashReader):
+        terms = compat.segment_terms(reader)
+        if not isinstance(terms, W3TermsReader) or not isinstance(compat.term_table(terms), OrderedHashReader):
             super().add_postings_to_pool(reader, startdoc, docmap)
             return
         mapping = startdoc if docmap is None else docmap
@@ -403,14 +399,14 @@ def _column(perdoc: W3PerDocReader, name: str, kind: Any) -> Sequence[Any] | Non
 
 def _term_infos(terms: W3TermsReader) -> Iterator[tuple[str, bytes, W3TermInfo]]:
     """Every (field, term, term info) of a segment, in order, from one read of its terms file."""
-    table = terms._tindex
+    table = compat.term_table(terms)
     data = table.dbfile.get(table.startofdata, table.endofdata - table.startofdata)
-    position, size, unpack = 0, len(data), _LENGTHS.unpack_from
+    position, size, unpack = 0, len(data), compat.LENGTHS.unpack_from
     while position < size:
         keylen, infolen = unpack(data, position)
-        key = position + _LENGTHS.size
+        key = position + compat.LENGTHS.size
         info = key + keylen
-        field = terms._fieldunmap[unpack_ushort(data[key : key + 2])[0]]
+        field = compat.field_name(terms, unpack_ushort(data[key : key + 2])[0])
         yield field, data[key + 2 : info], W3TermInfo.from_bytes(data[info : info + infolen])
         position = info + infolen
 
@@ -424,14 +420,7 @@ def _posting_blocks(terms: W3TermsReader, info: W3TermInfo, format_: Format) -> 
         return
     offset, length = info.extent()
     length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
-    matcher = W3LeafMatcher(StructFile(io.BytesIO(terms._postfile.get(offset, length))), 0, length, format_)
-    while matcher.is_active():
-        matcher._read_ids()
-        matcher._read_weights()
-        if with_values:
-            matcher._read_values()
-        yield matcher._ids, matcher._weights, matcher._values if with_values else None
-        matcher._next_block()
+    yield from compat.posting_blocks(compat.posting_bytes(terms, offset, length), format_)
 
 
 def open_writer(ix: Any, **kwargs: Any) -> Writer:

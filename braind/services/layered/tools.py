@@ -16,7 +16,7 @@ from braind.errors import BudgetExceeded, InvalidParams, NotFound
 from braind.files import layered as store
 from braind.files.rewrite.inodes import Target
 from braind.files.rewrite.rewriter import Rewriter
-from braind.index.whoosh.index import parse_query
+from braind.index.api import parse_query
 from braind.model.entries import TYPES
 from braind.model.layered import (
     STAMP_FORMAT,

@@ -19,8 +19,8 @@ from braind.errors import Ambiguous, BraindError, InvalidParams, NotFound
 from braind.files.state import RootState, compact_line
 from braind.files.validate import clean_note
 from braind.index.analysis import Term
+from braind.index.api import parse_query
 from braind.index.ranking import held_words
-from braind.index.whoosh.index import parse_query
 from braind.model.entries import TYPES, Entry, GrammarError, Line, Meta, make_meta
 from braind.model.redact import redact
 from braind.model.roots import Root

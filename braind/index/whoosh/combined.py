@@ -23,7 +23,8 @@ from braind.index.whoosh import postings
 from braind.model.entries import Entry
 
 if TYPE_CHECKING:
-    from braind.index.whoosh.index import Filters, Index
+    from braind.index.api import Filters
+    from braind.index.whoosh.index import Index
 
 WORDS_BYTES = 48 << 20  # concatenated postings of query words kept
 MIN_PARTS = 2  # fewer settled partitions gain nothing from being combined
