@@ -18,7 +18,7 @@ from typing import Any
 from bench import measure
 from bench.corpus import Generator
 from bench.stats import summarize
-from braind.client import Client
+from braind.rpc.client import Client
 
 CALLS = 60
 Query = tuple[str, ...]

@@ -21,9 +21,9 @@ from typing import Any
 
 from bench import measure, proc
 from bench.stats import summarize
-from braind.client import Client
 from braind.errors import BraindError
-from braind.protocol import encode_request
+from braind.rpc.client import Client
+from braind.rpc.protocol import encode_request
 
 CONNECT_TIMEOUT_S = 10.0
 BACKLOG_WAIT_S = 0.001

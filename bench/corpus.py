@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.vocab import chinese_vocabulary, latin_vocabulary, topic_popularity, topics
-from braind.entries import TYPES, Meta, render_meta
+from braind.model.entries import TYPES, Meta, render_meta
 
 VERSION = 1
 MANIFEST = "corpus.json"

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from braind.client import Client
 from braind.errors import BraindError
+from braind.rpc.client import Client
 
 READY_POLL_MIN_S, READY_POLL_MAX_S = 0.02, 0.5
 LONG_TIMEOUT_S = 3600.0

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench import baselines
 from bench.stats import summarize
-from braind.client import Client
+from braind.rpc.client import Client
 
 START_TIMEOUT_S = 120.0
 Query = tuple[str, ...]

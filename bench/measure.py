@@ -17,7 +17,7 @@ from typing import Any
 from bench import proc
 from bench.daemon import BenchDaemon
 from bench.stats import summarize
-from braind.client import Client
+from braind.rpc.client import Client
 
 EDITOR_TIMEOUT_S = 5.0
 EDITOR_POLL_S = 0.005

@@ -22,7 +22,7 @@ from bench.daemon import BenchDaemon
 from bench.plan import BUSY_BASELINE, Plan
 from bench.profile import Profiler
 from bench.stats import summarize
-from braind.client import Client
+from braind.rpc.client import Client
 
 WINDOWS: tuple[int | None, ...] = (30, 365, None)  # None: all of memory, recall's default
 LOAD_WINDOW = 30  # the window of the throughput and write-load clients, and of their scan

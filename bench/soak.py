@@ -28,8 +28,8 @@ from typing import Any
 from bench import proc
 from bench.load import START_TIMEOUT_S, LoadFailed
 from bench.stats import summarize
-from braind.client import Client
 from braind.errors import BraindError
+from braind.rpc.client import Client
 
 CLIENTS = 4
 MIX = {"note": 30, "recall": 50, "inject": 10, "root": 10}

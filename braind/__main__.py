@@ -2,7 +2,7 @@
 
 import sys
 
-from braind.cli import main
+from braind.faces.cli import main
 
 if __name__ == "__main__":  # not when a worker process re-imports the main module
     sys.exit(main())

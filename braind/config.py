@@ -337,7 +337,7 @@ def _check(key: str, value: Any, default: Any) -> Any:
 
 def _languages(key: str, value: Any) -> tuple[str, ...]:
     """A non-empty list of language codes that have a stemmer."""
-    from braind.analysis import supported_languages
+    from braind.index.analysis import supported_languages
 
     known = supported_languages()
     if not isinstance(value, list) or not value or not all(isinstance(code, str) for code in value):

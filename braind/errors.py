@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-# JSON-RPC 2.0 codes (SPEC §3).
+# JSON-RPC 2.0 codes (docs/protocol.md, Errors).
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -65,7 +65,7 @@ class ConfigError(BraindError):
 
 
 class Rejected(BraindError):
-    """A file or a write was refused by validation (SPEC §2)."""
+    """A file or a write was refused by validation (docs/files.md, Validation)."""
 
 
 class NotFound(BraindError):

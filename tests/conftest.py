@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from braind.client import Client
+from braind.rpc.client import Client
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -59,6 +59,7 @@ class Daemon:
                 self.settings[key] = value
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = base / "daemon.log"
+        self.env: dict[str, str] = {}  # added to the daemon's environment
 
     def write_config(self) -> None:
         """Write the YAML config the daemon is started with."""
@@ -67,7 +68,7 @@ class Daemon:
     def start(self, wait: bool = True) -> None:
         """Run `python -m braind serve` and wait until status says ready."""
         self.write_config()
-        env = {**os.environ, "BRAIND_LOG_LEVEL": "DEBUG"}
+        env = {**os.environ, "BRAIND_LOG_LEVEL": "DEBUG", **self.env}
         env.pop("NOTIFY_SOCKET", None)
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 
 from braind.config import load_config
-from braind.daemon import _identity
-from braind.entries import Entry
-from braind.partitioned import PartitionedIndex
-from braind.roots import Root, project_root, user_root
-from braind.state import RootState
-from braind.sync import load_file, root_available, walk, with_status
+from braind.files.roots import project_root
+from braind.files.state import RootState
+from braind.index.partitioned import PartitionedIndex
+from braind.ingest.sync import load_file, root_available, walk, with_status
+from braind.model.entries import Entry
+from braind.model.roots import Root, user_root
+from braind.runtime.daemon import _identity
 from tests.conftest import Daemon, wait_until
 
 EntryKey = tuple[Any, ...]

@@ -22,10 +22,11 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 with atheris.instrument_imports():
-    from braind import layered, names, protocol
-    from braind.entries import GrammarError, parse_line, render_line
     from braind.errors import BraindError
-    from braind.validate import clean_note, parse_diary
+    from braind.files.validate import clean_note, parse_diary
+    from braind.model import layered, names
+    from braind.model.entries import GrammarError, parse_line, render_line
+    from braind.rpc import protocol
 
 
 def text_of(data: bytes) -> str:

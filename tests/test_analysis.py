@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braind import analysis
+from braind.index import analysis
+from braind.index.whoosh import analyzer
 
 EN = analysis.language()
 
 
 def tokens(text: str, languages: tuple[str, ...] = ("en",)) -> list[tuple[str, int]]:
     """(term, position) pairs as the index sees them."""
-    return [(t.text, t.pos) for t in analysis.analyzer(languages)(text, positions=True)]
+    return [(t.text, t.pos) for t in analyzer.analyzer(languages)(text, positions=True)]
 
 
 def words(query: str) -> list[tuple[str, tuple[str, ...], bool]]:
@@ -65,18 +66,18 @@ def test_japanese_and_korean_are_cjk_runs(text: str) -> None:
 
 
 def test_character_offsets_when_asked() -> None:
-    offsets = [(t.text, t.startchar, t.endchar) for t in analysis.analyzer()("ab 茶叶", chars=True)]
+    offsets = [(t.text, t.startchar, t.endchar) for t in analyzer.analyzer()("ab 茶叶", chars=True)]
     assert offsets == [("ab", 0, 2), ("茶叶", 3, 5), ("叶", 4, 5)]
 
 
 def test_analyzer_pickles_with_the_schema() -> None:
-    copy = pickle.loads(pickle.dumps(analysis.analyzer(("en", "de"))))
+    copy = pickle.loads(pickle.dumps(analyzer.analyzer(("en", "de"))))
     assert copy.languages == ("en", "de")
     assert [t.text for t in copy("Café 茶叶")] == ["cafe", "caf", "茶叶", "叶"]
 
 
 def test_counts_keep_frequencies_as_weights_without_values() -> None:
-    values = sorted(analysis.Counts().word_values("kafka 茶叶 kafkas", analysis.analyzer()))
+    values = sorted(analyzer.Counts().word_values("kafka 茶叶 kafkas", analyzer.analyzer()))
     assert values == sorted([("kafka", 2, 2.0, b""), ("茶叶", 1, 1.0, b""), ("叶", 1, 1.0, b"")])
 
 
@@ -170,4 +171,4 @@ MIXED = [*"abZ éÉüßİ乌龙茶饮料。-_1ﬁ", "\uff0c", "\uff12"]  # a ful
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(max_size=60), st.text(alphabet=st.sampled_from(MIXED), max_size=60)))
 def test_term_counts_are_what_the_tokenizer_makes(text: str) -> None:
-    assert EN.term_counts(text) == dict(Counter(token.text for token in analysis.analyzer()(text)))
+    assert EN.term_counts(text) == dict(Counter(token.text for token in analyzer.analyzer()(text)))

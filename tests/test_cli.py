@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from braind.cli import build_parser
+from braind.faces.cli import build_parser
 from tests.conftest import Daemon, run_cli, today, wait_until
 
 COMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from braind.cli_typed import LIST_NOTE
+from braind.faces.cli.typed import LIST_NOTE
 from tests.conftest import Daemon, run_cli, today, wait_until
 
 SUBCOMMANDS = ("list", "query", "add", "edit", "remove", "undo", "pin", "unpin", "entries", "compact", "dump")

@@ -14,7 +14,6 @@ import pytest
 from test_server import WAIT, no_leaked_threads, sock_dir, wait_for  # noqa: F401 (fixtures)
 
 from braind import errors
-from braind.client import Client
 from braind.errors import (
     APPLICATION_ERROR,
     BraindError,
@@ -26,8 +25,9 @@ from braind.errors import (
     ParseError,
     Unavailable,
 )
-from braind.protocol import MAX_LINE
-from braind.server import SocketServer
+from braind.rpc.client import Client
+from braind.rpc.protocol import MAX_LINE
+from braind.rpc.server import SocketServer
 
 pytestmark = pytest.mark.usefixtures("no_leaked_threads")
 
@@ -228,7 +228,7 @@ def reply_with(listener: socket.socket, line: bytes) -> None:
         conn.sendall(line)
 
 
-# Reasons the contract names (SPEC §3) that a daemon may send even before this one raises them.
+# Reasons docs/protocol.md names that a daemon may send even before this one raises them.
 CONTRACT_REASONS = (
     "invalid_date",
     "symlink",
@@ -275,7 +275,7 @@ def fixed_reason(cls: type[BraindError]) -> str | None:
 def daemon_reasons() -> list[tuple[str, str]]:
     """(error class, reason) for every reason braind's code raises, plus the contract's."""
     found: set[tuple[str, str]] = {("BraindError", reason) for reason in CONTRACT_REASONS}
-    for source in sorted((Path(__file__).resolve().parent.parent / "braind").glob("*.py")):
+    for source in sorted((Path(__file__).resolve().parent.parent / "braind").rglob("*.py")):
         for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ERROR_CLASSES):
                 continue

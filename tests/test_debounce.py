@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from braind.debounce import Debouncer
+from braind.ingest.debounce import Debouncer
 
 # Whole milliseconds as the clock unit keep the arithmetic exact.
 QUIET = 150.0

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from braind.entries import (
+from braind.model.entries import (
     TRIGGER_KINDS,
     TYPES,
     Entry,

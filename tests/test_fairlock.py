@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from braind.fairlock import FairLock
+from braind.rpc.fairlock import FairLock
 
 WAIT_S = 10.0
 

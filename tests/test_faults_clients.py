@@ -1,4 +1,4 @@
-"""Hostile clients against the real daemon socket (issue 7, section D): abuse, permissions, rival daemons.
+"""Hostile clients against the real daemon socket: abuse, permissions, rival daemons.
 
 Every abuse goes to a real `braind serve` over its real socket. The daemon must answer it with a
 JSON-RPC error carrying `error.data.reason`, or hang up on that one connection, and then serve the
@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from braind.protocol import MAX_BATCH, MAX_LINE
+from braind.rpc.protocol import MAX_BATCH, MAX_LINE
 from tests.conftest import Daemon, today, wait_until
 from tests.faults import assert_index_matches_files, refused_start
 
@@ -474,7 +474,7 @@ PATH_PARAMS = (
     "realm",
 )
 """Every param that names a file, a directory, a unit in a file, or a record of the daemon's state."""
-SPEC_METHODS: dict[str, dict[str, Any]] = {
+DOCUMENTED_METHODS: dict[str, dict[str, Any]] = {
     "inject": {"session": "probe", "project": None, "signals": None},
     "memory.list": {"type": None, "project": None},
     "memory.dump": {"type": None, "project": None},
@@ -487,7 +487,7 @@ SPEC_METHODS: dict[str, dict[str, Any]] = {
     "memory.pin": {"fp": "000000000000"},
     "memory.unpin": {"fp": "000000000000"},
 }
-"""Methods of SPEC §3 that `tools` does not list: their params (None: optional), probed the same way."""
+"""Methods of docs/protocol.md that `tools` does not list: their params (None: optional), probed the same way."""
 
 
 def traversals(base: Path) -> list[Any]:
@@ -567,7 +567,7 @@ def _filler(name: str, spec: dict[str, Any]) -> Any:
 
 
 def spec_schema(params: dict[str, Any]) -> dict[str, Any]:
-    """A schema for a method known only from SPEC §3: required params are those with a value."""
+    """A schema for a method known only from docs/protocol.md: required params are those with a value."""
     props = {name: {"type": "array" if name == "triggers" else "string"} for name in params}
     return {"properties": props, "required": [name for name, value in params.items() if value is not None]}
 
@@ -620,9 +620,9 @@ def traversal_daemon(make_daemon: Callable[..., Daemon]) -> Daemon:
 
 
 def method_schemas(daemon: Daemon) -> dict[str, dict[str, Any]]:
-    """Every method to probe: the `tools` listing with its schemas, plus SPEC's other methods."""
+    """Every method to probe: the `tools` listing with its schemas, plus the other documented methods."""
     schemas = {tool["name"]: tool["inputSchema"] for tool in daemon.call("tools")}
-    for method, params in SPEC_METHODS.items():
+    for method, params in DOCUMENTED_METHODS.items():
         schemas.setdefault(method, spec_schema(params))
     return schemas
 

@@ -1,4 +1,4 @@
-"""Crashes and durability (issue 7, A1 to A5): kill -9, failing writes, a damaged index, a missing root, offline edits.
+"""Crashes and durability: kill -9, failing writes, a damaged index, a missing root, offline edits.
 
 Every test drives the real daemon over its real socket and ends with `assert_index_matches_files`.
 Crash moments are drawn from a seeded generator (BRAIND_FAULT_SEED, default 7), so a failing round
@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from braind import fsutil
-from braind.client import Client
 from braind.errors import BraindError
+from braind.files import durable
+from braind.rpc.client import Client
 from tests.conftest import Daemon, days_ago, today, wait_until
 from tests.faults import assert_index_matches_files, fill, tiny_tmpfs
 
@@ -390,7 +390,7 @@ def stopped_threads_text(d: Daemon) -> str:
 
 
 class OsCalls:
-    """Records the file operations braind.fsutil makes below one directory, and fails one of them on cue.
+    """Records the file operations braind.files.durable makes below one directory, and fails one of them on cue.
 
     Mocked because a disk that answers EIO cannot be had on a CI machine; ENOSPC is also tested for
     real on a tiny tmpfs below.
@@ -450,8 +450,8 @@ def dir_fd(tmp_path: Path) -> Iterator[int]:
 
 def test_append_order_is_write_then_fsync(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, dir_fd: int) -> None:
     calls = OsCalls(monkeypatch, tmp_path)
-    assert fsutil.append_line(dir_fd, "2026-01-02.md", "[10:00] new day").created is True
-    assert fsutil.append_line(dir_fd, "2026-01-02.md", "[10:01] next line").created is False
+    assert durable.append_line(dir_fd, "2026-01-02.md", "[10:00] new day").created is True
+    assert durable.append_line(dir_fd, "2026-01-02.md", "[10:01] next line").created is False
     assert calls.ops("2026-01-02.md") == ["write", "fsync", "close", "write", "fsync", "close"]
     assert calls.log[3] == ("fsync", str(tmp_path))  # the new file's directory entry, after the file
     assert calls.log.count(("fsync", str(tmp_path))) == 1
@@ -471,8 +471,8 @@ def test_an_append_seen_half_done_gets_no_empty_line(
                 other.write(" and the rest\n")
             finished.append(seconds)
 
-    monkeypatch.setattr(fsutil.time, "sleep", the_rest_arrives)
-    fsutil.append_line(dir_fd, day.name, "[10:00] braind's note")
+    monkeypatch.setattr(durable.time, "sleep", the_rest_arrives)
+    durable.append_line(dir_fd, day.name, "[10:00] braind's note")
     whole = "[09:01] an editor's line, its first page and the rest"
     assert day.read_text() == f"[09:00] first\n{whole}\n[10:00] braind's note\n"
     assert finished
@@ -491,8 +491,8 @@ def test_a_file_that_keeps_growing_mid_line_is_not_waited_for_forever(
             other.write(" more")
         pauses.append(seconds)
 
-    monkeypatch.setattr(fsutil.time, "sleep", more_without_a_newline)
-    fsutil.append_line(dir_fd, day.name, "[10:00] note")
+    monkeypatch.setattr(durable.time, "sleep", more_without_a_newline)
+    durable.append_line(dir_fd, day.name, "[10:00] note")
     assert day.read_text().endswith(" more\n[10:00] note\n")
     assert 1 < len(pauses) <= 10
 
@@ -500,7 +500,7 @@ def test_a_file_that_keeps_growing_mid_line_is_not_waited_for_forever(
 def test_a_file_saved_without_a_final_newline_gets_one_before_the_note(tmp_path: Path, dir_fd: int) -> None:
     day = tmp_path / "2026-01-02.md"
     day.write_text("[09:00] saved without a newline")
-    fsutil.append_line(dir_fd, day.name, "[10:00] note")
+    durable.append_line(dir_fd, day.name, "[10:00] note")
     assert day.read_text() == "[09:00] saved without a newline\n[10:00] note\n"
 
 
@@ -509,7 +509,7 @@ def test_replace_order_is_write_fsync_replace_fsync_dir(
 ) -> None:
     (tmp_path / "MEMORY.md").write_text("## old\n")
     calls = OsCalls(monkeypatch, tmp_path)
-    fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n")
+    durable.replace_file(dir_fd, "MEMORY.md", b"## new\n")
     assert [op for op, _ in calls.log] == ["write", "fsync", "close", "replace", "fsync"]
     assert calls.log[-1] == ("fsync", str(tmp_path)) and calls.log[-2] == ("replace", "MEMORY.md")
     assert (tmp_path / "MEMORY.md").read_text() == "## new\n"
@@ -534,7 +534,7 @@ def test_append_error_fails_once_and_leaves_the_file(
     calls = OsCalls(monkeypatch, tmp_path)
     calls.fail = (op, day.name, code)
     with pytest.raises(BraindError) as err:
-        fsutil.append_line(dir_fd, day.name, "[10:00] lost to a failing disk")
+        durable.append_line(dir_fd, day.name, "[10:00] lost to a failing disk")
     assert err.value.reason == "io_error" and os.strerror(code) in err.value.message
     assert calls.ops(day.name).count(op) == 1  # never retried on the same descriptor
     assert calls.ops(day.name)[-1] == "close"
@@ -548,7 +548,7 @@ def test_short_write_fails_and_is_cut_off(monkeypatch: pytest.MonkeyPatch, tmp_p
     calls = OsCalls(monkeypatch, tmp_path)
     calls.short = day.name
     with pytest.raises(BraindError) as err:
-        fsutil.append_line(dir_fd, day.name, "[10:00] half of this would be torn")
+        durable.append_line(dir_fd, day.name, "[10:00] half of this would be torn")
     assert err.value.reason == "io_error" and "short write" in err.value.message
     assert calls.ops(day.name) == ["write", "ftruncate", "close"]
     assert day.read_bytes() == b"[09:00] already there\n"
@@ -562,7 +562,7 @@ def test_replace_error_before_the_rename_leaves_the_file(
     calls = OsCalls(monkeypatch, tmp_path)
     calls.fail = (op, ".MEMORY.md.braind-tmp", code)
     with pytest.raises(BraindError) as err:
-        fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n")
+        durable.replace_file(dir_fd, "MEMORY.md", b"## new\n")
     assert err.value.reason == "io_error"
     assert calls.ops(".MEMORY.md.braind-tmp").count(op) == 1 and "replace" not in calls.ops("MEMORY.md")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["MEMORY.md"]
@@ -577,7 +577,7 @@ def test_replace_dir_fsync_error_fails_the_request(
     calls = OsCalls(monkeypatch, tmp_path)
     calls.fail = ("fsync", tmp_path.name, errno.EIO)
     with pytest.raises(BraindError) as err:
-        fsutil.replace_file(dir_fd, "MEMORY.md", b"## new\n")
+        durable.replace_file(dir_fd, "MEMORY.md", b"## new\n")
     assert err.value.reason == "io_error"
     assert calls.ops(tmp_path.name) == ["fsync"]
     assert (tmp_path / "MEMORY.md").read_text() in ("## old\n", "## new\n")
@@ -636,6 +636,10 @@ DAMAGE: dict[str, Callable[[Daemon], object]] = {
     "index deleted": lambda d: shutil.rmtree(d.state / "partitions"),
     "schema changed": lambda d: edit_manifest(d.state / "manifest.json", schema_version=-1),
     "analyzer changed": lambda d: edit_manifest(d.state / "manifest.json", analyzer_version=-1),
+    "whoosh changed": lambda d: edit_manifest(d.state / "manifest.json", whoosh_version="2.7.4"),
+    "partition whoosh changed": lambda d: edit_manifest(
+        month_index(d).parent / "manifest.json", whoosh_version="2.7.4"
+    ),
 }
 MOVED_ASIDE = {  # where the unusable index goes, for inspection
     "truncated segment": "partitions/{year}/index.old-",
@@ -644,6 +648,8 @@ MOVED_ASIDE = {  # where the unusable index goes, for inspection
     "missing partition manifest": "partitions/{year}/index.old-",
     "schema changed": "partitions.old-",
     "analyzer changed": "partitions.old-",
+    "whoosh changed": "partitions.old-",
+    "partition whoosh changed": "partitions/{year}/index.old-",
 }
 
 

@@ -1,8 +1,8 @@
-"""Fault injection with hostile files (issue 7, section C): bad bytes, bad names, odd file types, races.
+"""Fault injection with hostile files: bad bytes, bad names, odd file types, races.
 
 Each hostile file is made while the real daemon watches; none may hang or crash it. Every rejection
 is listed once in `status` with its reason and logged once; every other file is still served. A few
-cases are not rejections (see EXPECTED_SERVED): what SPEC §2 accepts is indexed as usual.
+cases are not rejections (see EXPECTED_SERVED): what docs/files.md accepts is indexed as usual.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 from braind.errors import Rejected
-from braind.validate import printable, read_file
+from braind.files.validate import read_file
+from braind.model.lines import printable
 from tests.conftest import Daemon, wait_until
 from tests.faults import WrappedDaemon, assert_index_matches_files
 

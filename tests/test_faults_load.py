@@ -1,4 +1,4 @@
-"""Concurrency, load and fuzzing (issue 7, section E): many writers, readers under load, hostile inputs.
+"""Concurrency, load and fuzzing: many writers, readers under load, hostile inputs.
 
 E13 runs writer processes that note through the real socket while an editor appends to the same
 diary: nothing acknowledged is lost, no line is torn or interleaved, every note is recallable.
@@ -26,12 +26,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from braind import layered, names
-from braind.client import Client
-from braind.entries import TYPES, GrammarError, Line, Meta, parse_line, render_line
 from braind.errors import BraindError
-from braind.protocol import MAX_LINE, Request, decode, decode_response, encode_error, encode_result, error_from_wire
-from braind.validate import clean_note, parse_diary
+from braind.files.validate import clean_note, parse_diary
+from braind.model import layered, names
+from braind.model.entries import TYPES, GrammarError, Line, Meta, parse_line, render_line
+from braind.rpc.client import Client
+from braind.rpc.protocol import MAX_LINE, Request, decode, decode_response, encode_error, encode_result, error_from_wire
 from tests.conftest import REPO, Daemon, today
 from tests.faults import assert_index_matches_files
 
@@ -44,7 +44,7 @@ BATCH = 50
 WRITER = r"""
 import json, sys
 from pathlib import Path
-from braind.client import Client
+from braind.rpc.client import Client
 from braind.errors import BraindError
 socket, writer, count, batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 with Client(socket, timeout=300) as client:
@@ -60,7 +60,7 @@ with Client(socket, timeout=300) as client:
 READER = r"""
 import json, os, sys, time
 from pathlib import Path
-from braind.client import Client
+from braind.rpc.client import Client
 from braind.errors import BraindError
 socket, kind, stop = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 latencies, errors, n = [], {}, 0
@@ -600,7 +600,7 @@ NOT_TOOLS: dict[str, dict[str, Any]] = {
     "memory.unpin": {"fp": _STRING},
     "memory.compact": {"dry_run": _BOOLEAN},
 }
-"""Methods of SPEC §3 that the tool listing leaves out, with their params; `reindex` is left out for speed."""
+"""Methods of docs/protocol.md that the tool listing leaves out, with their params; `reindex` is left out for speed."""
 REQUIRED = {"inject": ["session"], "memory.query": ["term"], "memory.edit": ["fp", "text"]} | {
     f"memory.{name}": ["fp"] for name in ("remove", "undo", "pin", "unpin")
 }

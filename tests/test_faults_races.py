@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from braind.client import Client
 from braind.errors import BraindError
-from braind.layered import parse_logfile, parse_memory
+from braind.model.layered import parse_logfile, parse_memory
+from braind.rpc.client import Client
 from tests.conftest import REPO, Daemon, today, wait_until
 from tests.faults import assert_index_matches_files
 
@@ -187,7 +187,7 @@ def run_race(d: Daemon, case: Case, mode: str, seconds: float) -> Race:
     wait_until(lambda: settled(d, case), 30, "the watcher to index the editor's last save")
     assert_index_matches_files(d)  # stops the daemon: its last look at replaced files' old inodes
     race.text = (d.root / case.rel).read_text(encoding="utf-8")
-    race.log = "\n".join(line for line in d.log_text().splitlines() if "braind.rewrite" in line)
+    race.log = "\n".join(line for line in d.log_text().splitlines() if "braind.files.rewrite" in line)
     return race
 
 

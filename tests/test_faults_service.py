@@ -1,4 +1,4 @@
-"""Service integration (issue 7, F16 and F17): the detached daemon, and systemd socket activation with its watchdog."""
+"""Service integration: the detached daemon, and systemd socket activation with its watchdog."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from braind.client import Client
+from braind.rpc.client import Client
 from tests.conftest import REPO, Daemon, run_cli, today, wait_until
 from tests.faults import assert_index_matches_files
 

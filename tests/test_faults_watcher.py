@@ -1,4 +1,4 @@
-"""Fault injection against the watcher (issue 7, section B): lost events, too few watches, editors, moves.
+"""Fault injection against the watcher: lost events, too few watches, editors, moves.
 
 Every test runs the real daemon on real inotify, waits on what the daemon reports (status, recall),
 and ends by comparing the index with a clean rebuild from the files.

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from braind.client import Client
 from braind.errors import BraindError
-from braind.fsutil import leftover
+from braind.files.durable import leftover
+from braind.rpc.client import Client
 from tests.conftest import Daemon, days_ago, run_cli, today, wait_until
 from tests.faults import assert_index_matches_files, fill, refused_start, tiny_tmpfs
 

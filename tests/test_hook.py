@@ -14,8 +14,18 @@ import pytest
 from test_server import sock_dir  # noqa: F401 (fixture)
 
 from braind.errors import InvalidParams
-from braind.hook import MAX_CHARS, TAIL_BYTES, error_code, fit, program, tail_lines, tool_calls, transcript_tools, width
-from braind.server import SocketServer
+from braind.faces.hook import (
+    MAX_CHARS,
+    TAIL_BYTES,
+    error_code,
+    fit,
+    program,
+    tail_lines,
+    tool_calls,
+    transcript_tools,
+    width,
+)
+from braind.rpc.server import SocketServer
 from tests.conftest import Daemon
 from tests.test_mcp import agent_doc_blocks
 

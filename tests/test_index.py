@@ -20,12 +20,17 @@ from whoosh.formats import Existence, Frequency
 from whoosh.query import And, Prefix, Term
 from whoosh.system import pack_uint
 
-from braind import analysis, postings
-from braind import writer as writer_module
-from braind.entries import Entry
 from braind.errors import InvalidParams, Unavailable
-from braind.index import SCHEMA_VERSION, FileRecord, Index, _write_batch, add_file, make_schema, open_whoosh
-from braind.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
+from braind.index import analysis
+from braind.index.api import FileRecord
+from braind.index.whoosh import postings
+from braind.index.whoosh import writer as writer_module
+from braind.index.whoosh.changes import add_file, write_batch
+from braind.index.whoosh.documents import SCHEMA_VERSION, make_schema
+from braind.index.whoosh.index import Index
+from braind.index.whoosh.store import open_whoosh
+from braind.index.whoosh.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
+from braind.model.entries import Entry
 from tests.conftest import wait_until
 
 EN = analysis.language()
@@ -292,7 +297,7 @@ def test_appends_are_found_exactly_once_before_during_and_after_commits(index: I
     batch = index._take_batch()  # a commit starts; a note arrives before it is searchable
     append("kafka 6")
     assert found() == (7, sorted(lines))
-    _write_batch(index._ix, batch, index._known_entries())
+    write_batch(index._ix, batch, index._known_entries())
     assert found() == (7, sorted(lines))
     index._publish(batch)
     assert found() == (7, sorted(lines))
@@ -635,6 +640,7 @@ DAMAGE: dict[str, Callable[[Path], object]] = {
     "manifest not an object": lambda s: _manifest(s).write_text("[1]"),
     "other schema": lambda s: _edit_manifest(s, schema_version=SCHEMA_VERSION + 1),
     "other analyzer": lambda s: _edit_manifest(s, analyzer_version=0),
+    "other whoosh": lambda s: _edit_manifest(s, whoosh_version="2.7.4"),
     "truncated segment": _truncate_segments,
     "garbage toc": _garble_tocs,
     "index dir missing": _remove_index_dir,

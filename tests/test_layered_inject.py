@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from braind.layered_inject import Cost, Snapshot, Snapshots
+from braind.services.layered.inject import Cost, Snapshot, Snapshots
 from tests.conftest import Daemon, yesterday
 
 BASE_MTIME = 1_700_000_000

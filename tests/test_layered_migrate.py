@@ -7,7 +7,7 @@ import resource
 from collections.abc import Callable
 from pathlib import Path
 
-from braind.migrate import as_logfile
+from braind.files.migrate import as_logfile
 from tests.conftest import Daemon, run_cli, wait_until
 
 LEGACY_TEXT = "# Situation of the repo\n\nThe build uses make; the kiwi service listens on 8080.\n"

@@ -8,10 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from braind.check import check_root
 from braind.config import FilesConfig
 from braind.errors import Ambiguous, BraindError, ForbiddenHeading, InvalidName, NotFound
-from braind.layered import (
+from braind.files.layered import logfiles
+from braind.files.validate import classify
+from braind.ingest.check import check_root
+from braind.ingest.sync import load_file
+from braind.model.layered import (
     append_section,
     check_content,
     delete_unit,
@@ -24,11 +27,8 @@ from braind.layered import (
     render_logfile,
     replace_unit,
 )
-from braind.layered_store import logfiles
-from braind.names import logfile_name, section_name
-from braind.roots import user_root
-from braind.sync import load_file
-from braind.validate import classify
+from braind.model.names import logfile_name, section_name
+from braind.model.roots import user_root
 
 LAYERED = Path(__file__).resolve().parent.parent / "fixtures" / "roots" / "layered"
 FILES = FilesConfig(max_file_bytes=4096, max_line_bytes=512)

@@ -21,8 +21,8 @@ from mcp.client.session import ClientRequestContext, ElicitationFnT, IncomingMes
 from mcp.client.stdio import stdio_client
 
 from braind.errors import BraindError
-from braind.mcp import DEFAULT_HINT, DEFAULT_TOOLS, HINTS, error_result
-from braind.mcp_memory import unframed
+from braind.faces.mcp.memory import unframed
+from braind.faces.mcp.server import DEFAULT_HINT, DEFAULT_TOOLS, HINTS, error_result
 from tests.conftest import REPO, Daemon, run_cli
 from tests.test_client import daemon_reasons
 
@@ -338,7 +338,7 @@ def test_every_reason_becomes_a_tool_error_with_a_hint(reason: str) -> None:
 
 def test_without_the_mcp_extra_the_cli_works_and_mcp_says_how_to_install(daemon: Daemon) -> None:
     blocked = (
-        "import sys; sys.modules['mcp'] = None; from braind.cli import main; "
+        "import sys; sys.modules['mcp'] = None; from braind.faces.cli import main; "
         "code = main(sys.argv[1:]); assert 'mcp' not in [m.split('.')[0] for m in sys.modules if sys.modules[m]]; "
         "sys.exit(code)"
     )

@@ -24,8 +24,8 @@ from mcp.client.stdio import DEFAULT_INHERITED_ENV_VARS
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from braind.errors import BraindError
-from braind.inject import CLOSE, OPEN
-from braind.mcp import DEFAULT_TOOLS
+from braind.faces.mcp.server import DEFAULT_TOOLS
+from braind.model.fence import CLOSE, OPEN
 from tests.conftest import REPO, Daemon, today, wait_until
 from tests.test_mcp import connected, errlog, ok, run, server, stderr_of, text_of  # noqa: F401 (errlog: fixture)
 

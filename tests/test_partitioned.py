@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from braind.entries import Entry
 from braind.errors import InvalidParams
-from braind.index import FileRecord
-from braind.partitioned import OTHER, PartitionedIndex, partition_key
+from braind.index.api import FileRecord
+from braind.index.partitioned import PartitionedIndex
+from braind.index.rebuilding import OTHER, partition_key
+from braind.model.entries import Entry
 from tests.conftest import wait_until
 
 ROOT = "/r"
@@ -226,7 +227,7 @@ def test_settled_years_searched_as_one_answer_as_each_alone(index: PartitionedIn
     queries = ["harbour museum", "oolong tea kafka", "deploy", "乌龙茶 lighthouse", "What about the museum?"]
     combined = _answers(index, queries)
     assert index._combined is not None and len(index._combined.parts) == 4  # 2019-2024; 2026 is the newest
-    monkeypatch.setattr("braind.partitioned.MIN_PARTS", 1000)
+    monkeypatch.setattr("braind.index.partitioned.MIN_PARTS", 1000)
     assert _answers(index, queries) == combined
     monkeypatch.undo()
     index.replace_file(*day_file("2021-06-03", "an edited day about the harbour museum"))

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
-from braind import analysis, postings
-from braind.entries import Entry
-from braind.index import FileRecord, Index
+from braind.index import analysis
+from braind.index.api import FileRecord
+from braind.index.whoosh import postings
+from braind.index.whoosh.index import Index
+from braind.model.entries import Entry
 
 ROOT = "/mem/user"
 WORDS = [

@@ -21,7 +21,7 @@ from braind.errors import (
     ParseError,
     Unavailable,
 )
-from braind.protocol import (
+from braind.rpc.protocol import (
     MAX_BATCH,
     MAX_DEPTH,
     MAX_LINE,

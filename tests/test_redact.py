@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import braind.redact
-from braind.redact import KINDS, marker, neutralise_braces, redact
+import braind.model.redact
+from braind.model.redact import KINDS, marker, neutralise_braces, redact
 
 # Fake credentials are assembled from parts so that no file holds a string a
 # secret scanner would flag; they have the exact shape of the real ones.
@@ -128,7 +128,7 @@ def test_each_kind_is_redacted_and_the_rest_kept(kind: str, text: str, expected:
 def test_every_kind_has_a_case_and_is_documented() -> None:
     assert {c[0] for c in CASES} == set(KINDS)
     assert len(set(KINDS)) == len(KINDS)
-    doc = braind.redact.__doc__ or ""
+    doc = braind.model.redact.__doc__ or ""
     assert all(f"``{kind}``" in doc for kind in KINDS)
 
 

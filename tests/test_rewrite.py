@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from braind import rewrite
-from braind.fsutil import leftover, temp_name
-from braind.rewrite import Rewriter, Target, clean_leftovers, grown, in_flux
+from braind.files.durable import leftover, temp_name
+from braind.files.rewrite import rewriter as rewriting
+from braind.files.rewrite.backups import clean_leftovers
+from braind.files.rewrite.inodes import Target, grown, in_flux
+from braind.files.rewrite.rewriter import Rewriter
 
 MEMORY = "## alpha\nfirst body\n\n## omega\nomega body\n"
 
@@ -49,7 +51,7 @@ def rewriter() -> Rewriter:
 
 def wrap_exchange(monkeypatch: pytest.MonkeyPatch, before: Callable[[], None], after: Callable[[], None]) -> None:
     """Make another program act right before and right after braind's first swap."""
-    real = rewrite.exchange
+    real = rewriting.exchange
     calls = []
 
     def exchange(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> bool:
@@ -61,7 +63,7 @@ def wrap_exchange(monkeypatch: pytest.MonkeyPatch, before: Callable[[], None], a
             after()
         return done
 
-    monkeypatch.setattr(rewrite, "exchange", exchange)
+    monkeypatch.setattr(rewriting, "exchange", exchange)
 
 
 def test_temp_names_are_unique_and_recognised() -> None:
@@ -146,7 +148,7 @@ def test_without_rename_exchange_the_temp_file_is_renamed_over_and_late_appends_
             holder.write("late line\n")
             holder.flush()
 
-    monkeypatch.setattr(rewrite, "exchange", lambda *args: False)
+    monkeypatch.setattr(rewriting, "exchange", lambda *args: False)
     monkeypatch.setattr(os, "replace", replace)
     try:
         rewriter().edit(memory, correct_alpha("second body"), None, False)

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from braind.errors import InvalidParams, MethodNotFound, Unavailable
-from braind.protocol import MAX_LINE
-from braind.server import SocketServer
+from braind.rpc.protocol import MAX_LINE
+from braind.rpc.server import SocketServer
 from tests.conftest import Daemon, wait_until
 
 WAIT = 10.0
@@ -216,7 +216,7 @@ def test_errors_are_answered_and_the_connection_lives_on(
             assert peer.call(method)["error"]["code"] == -32603
             assert reason(peer.call(method)) == "internal"
         assert peer.call("echo", ok=1)["result"] == {"ok": 1}
-    tracebacks = [record for record in caplog.records if record.name == "braind.server" and record.exc_info]
+    tracebacks = [record for record in caplog.records if record.name == "braind.rpc.server" and record.exc_info]
     assert {record.getMessage() for record in tracebacks} == {
         "request 'crash' failed",
         "request 'unserialisable' failed",
@@ -646,8 +646,8 @@ def test_accepting_survives_running_out_of_file_descriptors(sock_dir: Path) -> N
 FD_STARVED_SERVER = """
 import logging, os, resource, sys, time
 from pathlib import Path
-from braind.client import Client
-from braind.server import SocketServer
+from braind.rpc.client import Client
+from braind.rpc.server import SocketServer
 from tests.conftest import Daemon, wait_until
 
 logging.basicConfig(level=logging.WARNING)

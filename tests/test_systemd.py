@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from braind import sdnotify
 from braind.config import build_config
+from braind.runtime import sdnotify
 from tests.conftest import today, wait_until
 
 UNITS = Path(__file__).resolve().parent.parent / "systemd"
@@ -98,7 +98,7 @@ os.execv(spec["argv"][0], spec["argv"])
 # Run under LAUNCHER: adopt the passed sockets, answer one queued client on each, report.
 ADOPTER = r"""
 import json, os
-from braind.sdnotify import listen_sockets
+from braind.runtime.sdnotify import listen_sockets
 
 report = {"sockets": []}
 for sock in listen_sockets():

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from braind import chains, compact
 from braind.config import CompactConfig
-from braind.entries import Entry, Line, Meta, parse_line, render_line
 from braind.errors import BraindError, InvalidParams
-from braind.roots import user_root
-from braind.state import RootState, Turn
-from braind.triggers import choose, signal_triggers, triggered_part
+from braind.files.state import RootState, Turn
+from braind.model.entries import Entry, Line, Meta, parse_line, render_line
+from braind.model.roots import user_root
+from braind.services.typed import chains, compact
+from braind.services.typed.triggers import choose, signal_triggers, triggered_part
 
 NOW = dt.datetime(2026, 6, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -78,7 +78,7 @@ def test_malformed_signals_are_invalid_params(signals: object) -> None:
 
 
 def test_pinned_first_then_workflow_error_decision_fact() -> None:
-    """The injection order of SPEC §3, newest first within a type."""
+    """The injection order of docs/memory.md, newest first within a type."""
     t = ("file:a.py",)
     found = [
         entry("a fact", "fact", triggers=t),
@@ -141,7 +141,7 @@ class Marks:
     """Marks per fp for plan(): uses and last use, weights."""
 
     def __init__(self) -> None:
-        from braind.state import Mark
+        from braind.files.state import Mark
 
         self.Mark = Mark
         self.marks: dict[str, object] = {}

@@ -16,11 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from braind.entries import Line, parse_line, render_line
 from braind.errors import Rejected
-from braind.validate import (
+from braind.files.validate import (
     FileData,
-    Problem,
     classify,
     clean_note,
     diary_date,
@@ -29,6 +27,8 @@ from braind.validate import (
     parse_diary,
     read_file,
 )
+from braind.model.entries import Line, parse_line, render_line
+from braind.model.lines import Problem
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 GOOD = FIXTURES / "roots" / "good"

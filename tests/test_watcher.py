@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from braind.validate import is_artefact
-from braind.watcher import Watcher
+from braind.files.validate import is_artefact
+from braind.ingest.watcher import Watcher
 
 TIMEOUT = 15.0
 MISSING = "missing"
@@ -379,7 +379,7 @@ def _sentinel_handed_out(sentinel: Path, rec: Recorder) -> bool:
 SHORTFALL_SCRIPT = """
 import json, sys, threading
 from pathlib import Path
-from braind.watcher import Watcher
+from braind.ingest.watcher import Watcher
 
 root = Path(sys.argv[1])
 cond = threading.Condition()
@@ -449,7 +449,7 @@ def test_a_watch_shortfall_degrades_and_rescans_until_it_recovers(
 NO_INOTIFY_SCRIPT = """
 import json, sys, threading
 from pathlib import Path
-from braind.watcher import Watcher
+from braind.ingest.watcher import Watcher
 
 cond = threading.Condition()
 rescans = []
@@ -550,14 +550,14 @@ def test_the_timer_asks_for_a_rescan_of_every_root(root: Path, start_watcher: St
 def test_a_failing_callback_is_logged_and_the_scheduler_goes_on(
     root: Path, start_watcher: Start, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="braind.watcher")
+    caplog.set_level(logging.ERROR, logger="braind.ingest.watcher")
     watcher, rec = start_watcher([root])
     rec.fail_next_due = True
     write(root / "first.md", "1\n")
     rec.wait_due(root / "first.md")
     write(root / "second.md", "2\n")
     rec.wait_due(root / "second.md", b"2\n")
-    failures = [r.exc_info[1] for r in caplog.records if r.name == "braind.watcher" and r.exc_info]
+    failures = [r.exc_info[1] for r in caplog.records if r.name == "braind.ingest.watcher" and r.exc_info]
     assert [str(exc) for exc in failures] == ["consumer failed"]
     assert watcher.alive()
 
@@ -596,7 +596,7 @@ def test_a_watcher_starts_only_once(root: Path, start_watcher: Start) -> None:
 
 def test_many_paths_of_one_root_settling_together_are_one_rescan_of_it(tmp_path: Path) -> None:
     """split_bursts: a root with BURST_PATHS due paths (or already bursting) is rescanned whole."""
-    from braind.watcher import BURST_PATHS, split_bursts
+    from braind.ingest.watcher import BURST_PATHS, split_bursts
 
     busy, quiet, other = tmp_path / "busy", tmp_path / "quiet", tmp_path / "elsewhere" / "x.md"
     many = [busy / "diary" / f"2026-01-{n:02d}.md" for n in range(1, BURST_PATHS + 1)]

@@ -121,10 +121,10 @@ def _to(src: Any, dst: Any, *, src_dir_fd: Any = None, dst_dir_fd: Any = None, *
 
 
 class _Patcher(importlib.abc.MetaPathFinder):
-    """Wraps braind.fsutil.exchange (a ctypes call) as soon as braind.fsutil is imported."""
+    """Wraps braind.files.durable.exchange (a ctypes call) as soon as braind.files.durable is imported."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "braind.fsutil":
+        if name != "braind.files.durable":
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)

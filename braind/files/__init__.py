@@ -1,0 +1,1 @@
+"""The untrusted-disk boundary: validating memory files, writing them durably, rewrites, daemon state, migration."""

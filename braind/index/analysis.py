@@ -1,0 +1,236 @@
+"""How text becomes terms, for the index and for the in-memory matcher alike.
+
+Words in alphabetic scripts are lower-cased, accent-folded and reduced to
+their stem by the Snowball stemmer of each configured language (PyStemmer,
+Snowball's C library), so that
+`drinks`, `drink` and `Drinking` are one term; punctuation splits words, and
+the `s` of a possessive is a stopword of its own. A query word matches every
+term it begins, so `deploy` finds `deployed` and `dep` finds both. Stopwords
+(`what`, `is`, `my`, ...) are indexed like any word, but a query needs them
+only when it holds nothing else.
+
+Chinese, Japanese and Korean have no spaces between words, so a CJK run is
+indexed as its overlapping bigrams plus its last character alone: every
+character then begins a term, so a one-character query is a prefix, a
+two-character one a term, and a longer one the AND of its bigrams, checked
+against the stored text (the index keeps no positions, which makes it smaller
+and faster to write). `Language.matches` gives the same answers without an
+index, for entries that are not committed yet and for typed memory.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import Stemmer
+
+from braind.index.stopwords import stopwords
+
+ANALYZER_VERSION = 4
+
+FIELD = "text"
+DEFAULT_LANGUAGES = ("en",)
+
+# Han, Hiragana, Katakana, Hangul and their compatibility blocks.
+_CJK = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3021-\u3029\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f"
+)
+# Group 1: a CJK run; group 2: a word of any other script.
+WORDS = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
+_MARKS = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
+_STEM_CACHE = 1 << 18  # distinct words whose stems are kept: a few tens of MB at most
+# ISO 639-1 codes of the languages Snowball stems, and the names of its algorithms.
+_ALGORITHMS = {
+    "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german", "el": "greek",
+    "en": "english", "es": "spanish", "et": "estonian", "eu": "basque", "fa": "persian", "fi": "finnish",
+    "fr": "french", "ga": "irish", "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian",
+    "it": "italian", "lt": "lithuanian", "ne": "nepali", "nl": "dutch", "no": "norwegian", "pl": "polish",
+    "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil",
+    "tr": "turkish", "yi": "yiddish",
+}  # fmt: skip
+
+
+def fold(word: str) -> str:
+    """Lower-case and strip accents so that CAFÉ, Café and cafe are one word."""
+    if word.isascii():
+        return word.lower()
+    return _fold_unicode(word)
+
+
+@lru_cache(maxsize=65536)
+def _fold_unicode(word: str) -> str:
+    """The slow path of fold(), cached because words repeat across entries."""
+    return _MARKS.sub("", unicodedata.normalize("NFKD", word.casefold()))
+
+
+def supported_languages() -> tuple[str, ...]:
+    """The language codes `recall.languages` accepts: those with a Snowball stemmer."""
+    known = set(Stemmer.algorithms())
+    return tuple(code for code, name in _ALGORITHMS.items() if name in known)
+
+
+@dataclass(frozen=True)
+class Term:
+    """One word of a query: as written (folded), and the index terms it looks up."""
+
+    word: str
+    cjk: bool
+    keys: tuple[str, ...]  # its stems (one per language that stems it differently), or the CJK run
+    stop: bool = False
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed query: every word in order, and the ones an entry must hold to match fully."""
+
+    terms: tuple[Term, ...]
+
+    @property
+    def required(self) -> tuple[Term, ...]:
+        """The words a full match holds: all but stopwords, or every word of a query of stopwords only."""
+        content = [term for term in self.terms if not term.stop]
+        return _distinct(content or self.terms)
+
+
+def _distinct(terms: Sequence[Term]) -> tuple[Term, ...]:
+    """Terms that look up different index terms, the first of each kept (drink, drinks → drink)."""
+    seen: dict[tuple[bool, tuple[str, ...]], Term] = {}
+    for term in terms:
+        seen.setdefault((term.cjk, term.keys), term)
+    return tuple(seen.values())
+
+
+class Language:
+    """Stemming and stopwords for a list of languages; one shared instance per list (see `language()`)."""
+
+    def __init__(self, codes: tuple[str, ...]) -> None:
+        self.codes = codes
+        self._local = threading.local()  # a stemmer is not thread-safe: one set per thread
+        self.stopwords = frozenset(fold(word) for code in codes for word in stopwords(code))
+        self.stems: Callable[[str], tuple[str, ...]] = lru_cache(maxsize=_STEM_CACHE)(self._stems)
+
+    def _stems(self, word: str) -> tuple[str, ...]:
+        """The distinct stems of a folded word, first language first."""
+        stemmers = getattr(self._local, "stemmers", None)
+        if stemmers is None:
+            stemmers = self._local.stemmers = [Stemmer.Stemmer(_ALGORITHMS[code]).stemWord for code in self.codes]
+        if len(stemmers) == 1:
+            return (stemmers[0](word) or word,)
+        return tuple(dict.fromkeys(stem(word) or word for stem in stemmers))
+
+    def cached_counts(self, text: str) -> dict[str, int]:
+        """term_counts() of a text, kept for the next search: uncommitted entries are scored by every search."""
+        return _counts_cache(self, text)
+
+    def term_counts(self, text: str) -> dict[str, int]:
+        """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""
+        counts: dict[str, int] = {}
+        get, stems = counts.get, self.stems
+        for run, word in WORDS.findall(text):
+            if run:
+                for i in range(len(run) - 1):
+                    pair = run[i : i + 2]
+                    counts[pair] = get(pair, 0) + 1
+                counts[run[-1]] = get(run[-1], 0) + 1
+            elif folded := fold(word):
+                for stem in stems(folded):
+                    counts[stem] = get(stem, 0) + 1
+        return counts
+
+    def query(self, text: str) -> Query:
+        """Every word of a query, split into script runs (API限流 → api, 限流), folded and stemmed."""
+        terms: list[Term] = []
+        for match in WORDS.finditer(text):
+            if match.lastindex == 1:
+                terms.append(Term(match.group(), True, (match.group(),)))
+            elif folded := fold(match.group()):
+                terms.append(Term(folded, False, self.stems(folded), folded in self.stopwords))
+        return Query(tuple(terms))
+
+    def terms_of(self, text: str) -> tuple[str, str]:
+        """The stems of a text's words, each after a newline, and its CJK runs joined by newlines.
+
+        A stem begins a term exactly when "\n" + stem occurs in the first string, a search done in C.
+        """
+        words: list[str] = []
+        runs: list[str] = []
+        for run, word in WORDS.findall(text):
+            if run:
+                runs.append(run)
+            elif folded := fold(word):
+                words += self.stems(folded)
+        return "".join("\n" + word for word in words), "\n".join(runs)
+
+    def holds(self, text: str, term: Term) -> bool:
+        """Whether a text holds a query word, with the index's semantics (prefixes, CJK runs)."""
+        words, runs = _terms_cache(self, text)
+        if term.cjk:
+            return term.keys[0] in runs
+        return any("\n" + key in words for key in term.keys)
+
+    def matches(self, text: str, terms: Sequence[Term]) -> bool:
+        """True when the text holds every one of the terms."""
+        return all(self.holds(text, term) for term in terms)
+
+    def first_match(self, text: str, terms: Sequence[Term]) -> int:
+        """The character offset of the earliest place where any term matches, or 0."""
+        prefixes = tuple(key for term in terms if not term.cjk for key in term.keys)
+        runs = [term.keys[0] for term in terms if term.cjk]
+        for match in WORDS.finditer(text):
+            if match.lastindex == 2:
+                folded = fold(match.group())
+                if prefixes and folded and any(stem.startswith(prefixes) for stem in self.stems(folded)):
+                    return match.start()
+                continue
+            hits = [offset for offset in (match.group().find(run) for run in runs) if offset >= 0]
+            if hits:
+                return match.start() + min(hits)
+        return 0
+
+    def snippet(self, text: str, terms: Sequence[Term], limit: int) -> str:
+        """At most `limit` characters of the text, on one line, around its first match."""
+        flat = " ".join(text.split())
+        if len(flat) <= limit:
+            return flat
+        pos = self.first_match(flat, terms)
+        start = max(0, min(pos - limit // 3, len(flat) - limit))
+        end = start + limit
+        head = start > 0 and limit > 2
+        tail = end < len(flat) and limit > 2
+        body = flat[start + head : end - tail]
+        return ("…" if head else "") + body + ("…" if tail else "")
+
+    def stand_together(self, text: str, first: str, second: str) -> bool:
+        """Whether a text holds two stems as consecutive words, for phrase ranking."""
+        words, _ = _terms_cache(self, text)
+        return f"\n{first}\n{second}\n" in words + "\n"
+
+
+@lru_cache(maxsize=4096)
+def _counts_cache(language: Language, text: str) -> dict[str, int]:
+    """Language.term_counts, cached (the dicts are never changed by their readers)."""
+    return language.term_counts(text)
+
+
+@lru_cache(maxsize=2048)
+def _terms_cache(language: Language, text: str) -> tuple[str, str]:
+    """Language.terms_of, cached: uncommitted entries are matched on every search until committed."""
+    return language.terms_of(text)
+
+
+@lru_cache(maxsize=16)
+def language(codes: tuple[str, ...] = DEFAULT_LANGUAGES) -> Language:
+    """The shared Language of a list of codes."""
+    return Language(codes)
+
+
+def bigrams(run: str) -> list[str]:
+    """The overlapping character pairs of a CJK run."""
+    return [run[i : i + 2] for i in range(len(run) - 1)]

@@ -1,0 +1,279 @@
+"""How recall ranks: entries holding every query word first, then the best of those holding some.
+
+Relevance is BM25 with the statistics of every partition a query covers (so a
+word rare in one year but common over the years weighs what it weighs over
+the years): for each query word, its exact stem and the longer words it begins
+(weighted `PREFIX_WEIGHT`). To an entry's own score is added a part of the
+scores of the entries just before it in its file (its context, weighted
+`CONTEXT_WEIGHT`), which lifts a short answer whose words sit in the question
+above it. Newer entries break ties. Nothing here touches the
+search engine: the engine hands over, per word and field, the documents that
+hold it with their term weights as arrays, and this module combines them for
+a whole partition at once with NumPy (a count of words held and a score per
+document number), then picks the best few.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from braind.index.analysis import Language, Query, Term, bigrams
+from braind.model.entries import Entry
+
+Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, and a weight for each
+
+PREFIX_WEIGHT = 0.1  # a longer word the query word begins is weaker evidence than the word itself
+K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
+CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
+CONTEXT_ENTRIES = 2  # how many entries before an entry make its context
+PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
+_TIE = 1e-9
+_BITS = 64  # query words counted with one bit each
+
+
+@dataclass
+class TermMaps:
+    """One query word's postings in one partition: its stem and the longer words it begins."""
+
+    exact: Postings
+    longer: Postings
+
+    def holders(self) -> np.ndarray:
+        """The documents whose own text holds the word."""
+        if not len(self.longer[0]):
+            return self.exact[0]
+        if not len(self.exact[0]):
+            return self.longer[0]
+        return np.union1d(self.exact[0], self.longer[0])
+
+    def holds(self, docnum: int) -> bool:
+        """Whether a document's own text holds the word."""
+        return _member(self.exact[0], docnum) or _member(self.longer[0], docnum)
+
+
+def _member(ids: np.ndarray, docnum: int) -> bool:
+    """Whether a sorted array holds a number."""
+    at = int(np.searchsorted(ids, docnum))
+    return at < len(ids) and int(ids[at]) == docnum
+
+
+@dataclass(frozen=True)
+class TermWeights:
+    """One query word's idf over the whole window, for its stem and for the longer words it begins."""
+
+    exact: float
+    longer: float
+
+
+@dataclass(frozen=True)
+class Stats:
+    """How many documents hold a word's stem, and longer words it begins, in one partition or a whole window."""
+
+    documents: int
+    exact: int
+    longer: int
+
+    def __add__(self, other: Stats) -> Stats:
+        return Stats(self.documents + other.documents, self.exact + other.exact, self.longer + other.longer)
+
+
+def idf(holding: int, documents: int) -> float:
+    """BM25's inverse document frequency, never negative (the Lucene form: plus one inside the log)."""
+    return math.log(1 + (documents - holding + 0.5) / (holding + 0.5))
+
+
+def weights_of(stats: Stats) -> TermWeights:
+    """A word's weights from its statistics over the window."""
+    n = max(stats.documents, 1)
+    return TermWeights(idf(stats.exact, n), PREFIX_WEIGHT * idf(stats.longer, n))
+
+
+def stats_of(maps: TermMaps, documents: int) -> Stats:
+    """A word's statistics in one partition."""
+    return Stats(documents, len(maps.exact[0]), len(maps.longer[0]))
+
+
+@dataclass(order=True)
+class Candidate:
+    """A document or uncommitted entry that may be a hit; ordered full matches first, then score, then newer."""
+
+    full: bool
+    score: float
+    stamp: int
+    ref: Any = field(compare=False)  # a committed document number or an uncommitted Entry
+    source: Any = field(default=None, compare=False)  # whatever can load it (a partition)
+
+
+@dataclass
+class Ranked:
+    """One partition's best candidates and how many matched fully and partly."""
+
+    full: list[Candidate]
+    partial: list[Candidate]
+    total: int
+    partial_total: int
+
+
+def rank_documents(
+    maps: Sequence[TermMaps],
+    weights: Sequence[TermWeights],
+    allowed: np.ndarray,
+    stamps: np.ndarray,
+    neighbours: Sequence[np.ndarray],
+    limit: int,
+    strict: bool,
+) -> Ranked:
+    """The best `limit` full matches and (unless strict) the best `limit` partial ones of one partition; counts.
+
+    `allowed` says which document numbers the request may see (window, roots, type, not tombstoned);
+    `neighbours` give, for each document, the one before it in its file, the one before that, ... (-1: none).
+    """
+    size = len(allowed)
+    count = _counts(maps, size)
+    full = np.flatnonzero((count == len(maps)) & allowed)
+    partial = np.flatnonzero((count > 0) & (count < len(maps)) & allowed) if len(maps) > 1 else full[:0]
+    if not len(full) and (strict or not len(partial)):
+        return Ranked([], [], 0, len(partial))
+    text = _scores(maps, weights, size)
+    top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True)
+    top_partial = [] if strict else _top(partial, _with_context(partial, text, neighbours), stamps, limit, False)
+    return Ranked(top_full, top_partial, len(full), len(partial))
+
+
+def _counts(maps: Sequence[TermMaps], size: int) -> np.ndarray:
+    """How many of the query words each document holds (its stem or a longer word it begins, once per word)."""
+    if len(maps) > _BITS:  # beyond one bit a word: count each word's documents, deduplicated
+        return np.bincount(np.concatenate([m.holders() for m in maps]), minlength=size)
+    bits = np.zeros(size, dtype=np.uint64)
+    for bit, term_maps in enumerate(maps):
+        flag = np.uint64(1 << bit)
+        for ids in (term_maps.exact[0], term_maps.longer[0]):
+            bits[ids] = bits[ids] | flag
+    return np.bitwise_count(bits) if hasattr(np, "bitwise_count") else _popcount(bits)
+
+
+def _popcount(bits: np.ndarray) -> np.ndarray:
+    """Set bits of each number (NumPy before 2.0 has no bitwise_count)."""
+    count = np.zeros(len(bits), dtype=np.int64)
+    while bits.any():
+        count += (bits & np.uint64(1)).astype(np.int64)
+        bits = bits >> np.uint64(1)
+    return count
+
+
+def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
+    """The scores of some documents: their own plus CONTEXT_WEIGHT times those of the entries before them."""
+    score: np.ndarray = text[docs]
+    for before in neighbours:
+        found = before[docs]
+        score += CONTEXT_WEIGHT * np.where(found >= 0, text[found], 0.0)  # -1: no entry before
+    return score
+
+
+def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int) -> np.ndarray:
+    """Every document's own score: each word's weights in its text, times the word's idfs."""
+    ids: list[np.ndarray] = []
+    values: list[np.ndarray] = []
+    for term_maps, term_weights in zip(maps, weights, strict=True):
+        for (found, weight), scale in (
+            (term_maps.exact, term_weights.exact),
+            (term_maps.longer, term_weights.longer),
+        ):
+            if len(found):
+                ids.append(found)
+                values.append(weight * scale)
+    if not ids:
+        return np.zeros(size)
+    return np.bincount(np.concatenate(ids), weights=np.concatenate(values), minlength=size)
+
+
+def _top(docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, full: bool) -> list[Candidate]:
+    """The `limit` best documents (`score` holds theirs), newer first among equal scores (rounded: sums tie)."""
+    scores = np.round(score, 9)
+    if len(docs) > limit:
+        cut = np.partition(scores, len(scores) - limit)[len(scores) - limit] - _TIE
+        keep = scores >= cut
+        docs, scores = docs[keep], scores[keep]
+    order = np.lexsort((stamps[docs], scores))[::-1][:limit]
+    return [Candidate(full, float(scores[i]), int(stamps[docs[i]]), int(docs[i])) for i in order]
+
+
+def score_entry(
+    language: Language,
+    text: str,
+    context: Sequence[str],
+    terms: Sequence[Term],
+    weights: Sequence[TermWeights],
+    norm: float,
+) -> tuple[float, int]:
+    """An uncommitted entry's score, as its document would get it once committed, and how many words it holds.
+
+    `context` holds the texts of the entries just before it; `norm` is its partition's average text length.
+    """
+    total = _text_score(language, text, terms, weights, norm)
+    total += CONTEXT_WEIGHT * sum(_text_score(language, other, terms, weights, norm) for other in context)
+    return total, sum(language.holds(text, term) for term in terms)
+
+
+def _text_score(
+    language: Language, text: str, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float
+) -> float:
+    """BM25 of a text's own words."""
+
+    counts = language.cached_counts(text)
+    length_norm = K1 * (1 - B + B * sum(counts.values()) / (norm or 1))
+    total = 0.0
+    for term, term_weights in zip(terms, weights, strict=True):
+        exact, longer = _frequencies(counts, term)
+        total += term_weights.exact * _saturate(exact, length_norm, K1)
+        total += term_weights.longer * _saturate(longer, length_norm, K1)
+    return total
+
+
+def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
+    """A word's statistics among uncommitted entries, counted as their documents will count it."""
+    exact = longer = 0
+    for text in texts:
+        frequencies = _frequencies(language.cached_counts(text), term)
+        exact, longer = exact + (frequencies[0] > 0), longer + (frequencies[1] > 0)
+    return Stats(len(texts), exact, longer)
+
+
+def _frequencies(counts: dict[str, int], term: Term) -> tuple[int, int]:
+    """How often a text holds a word's stem exactly, and words it begins."""
+    if term.cjk:
+        run = term.keys[0]
+        if len(run) == 1:
+            return sum(n for t, n in counts.items() if t.startswith(run)), 0
+        return min(counts.get(pair, 0) for pair in bigrams(run)), 0
+    exact = max(counts.get(key, 0) for key in term.keys)
+    longer = sum(n for t, n in counts.items() if t not in term.keys and t.startswith(term.keys))
+    return exact, longer
+
+
+def _saturate(frequency: int, norm: float, k1: float) -> float:
+    """BM25's saturated term frequency."""
+    return (k1 + 1) * frequency / (frequency + norm) if frequency else 0.0
+
+
+def phrase_bonus(language: Language, text: str, query: Query) -> float:
+    """A bonus for each pair of consecutive query words (stopwords too) that stand together in the text."""
+    words = [term.keys[0] for term in query.terms if not term.cjk]
+    pairs = set(itertools.pairwise(words))
+    return PHRASE_BONUS * sum(language.stand_together(text, first, second) for first, second in pairs)
+
+
+def held_words(language: Language, text: str, terms: Sequence[Term]) -> list[str]:
+    """The query words a text holds, as the query wrote them."""
+    return [term.word for term in terms if language.holds(text, term)]
+
+
+def contexts(entries: Sequence[Entry], start: int = 0) -> list[tuple[str, ...]]:
+    """The texts of the entries just before each entry of a file (from `start` on), reading only those."""
+    return [tuple(e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]) for i in range(start, len(entries))]

@@ -1,0 +1,113 @@
+"""Settled partitions searched as one: old years of diary, one pass instead of one per year.
+
+A search of all of memory covers every year; each partition has a fixed cost
+per query (its postings, its masks, its ranking pass), so at a million entries
+over decades the fixed costs add up to more than the work. Years that are not
+being written to (no queued change) rarely change, so their searchers' arrays
+are put end to end once (document numbers shifted by each partition's offset)
+and ranked as one; what a query reads of them (each word's postings) is kept
+within a budget. A change to one of them makes the next search rebuild the
+whole, which is rare: old days are edited seldom.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from braind.index import analysis, ranking
+from braind.index.whoosh import postings
+from braind.model.entries import Entry
+
+if TYPE_CHECKING:
+    from braind.index.api import Filters
+    from braind.index.whoosh.index import Index
+
+WORDS_BYTES = 48 << 20  # concatenated postings of query words kept
+MIN_PARTS = 2  # fewer settled partitions gain nothing from being combined
+
+
+class Combined:
+    """Several partitions' searchers as one document-number space (their locks held by the caller)."""
+
+    def __init__(self, parts: Sequence[tuple[str, Index]]) -> None:
+        self.names = [name for name, _ in parts]  # the partitions' keys, for their filters
+        self.parts = [part for _, part in parts]
+        self.key: Hashable = key_of(self.parts)
+        views = [part.view() for part in self.parts]
+        self._views = views
+        self._offsets = list(np.cumsum([0] + [view.size for view in views[:-1]]))
+        self.size = sum(view.size for view in views)
+        self.documents = sum(part.entry_documents() for part in self.parts)
+        self._stamps = np.concatenate([view.stamps() for view in views])
+        self._neighbours = [
+            np.concatenate(
+                [_shifted(view.neighbours()[step], offset) for view, offset in zip(views, self._offsets, strict=True)]
+            )
+            for step in range(ranking.CONTEXT_ENTRIES)
+        ]
+        self._words = postings.ArrayCache(WORDS_BYTES)
+        self._masks: dict[Hashable, np.ndarray] = {}
+
+    def term_maps(self, terms: Sequence[analysis.Term]) -> tuple[list[ranking.TermMaps], list[ranking.Stats]]:
+        """Each query word's postings over every partition, and its statistics."""
+        maps = [self._term_maps(term) for term in terms]
+        return maps, [ranking.stats_of(m, self.documents) for m in maps]
+
+    def _term_maps(self, term: analysis.Term) -> ranking.TermMaps:
+        """One word's postings, its partitions' lists put end to end."""
+        exact = self._words.get(("exact", term.cjk, term.keys), lambda: self._joined(term, lambda m: m.exact))
+        longer = self._words.get(("longer", term.cjk, term.keys), lambda: self._joined(term, lambda m: m.longer))
+        return ranking.TermMaps(exact, longer)
+
+    def _joined(self, term: analysis.Term, pick: Callable[[ranking.TermMaps], ranking.Postings]) -> ranking.Postings:
+        """One kind of a word's postings from every partition, document numbers shifted to this space."""
+        found = [pick(part.word_maps(term)) for part in self.parts]
+        ids = np.concatenate([ids + offset for (ids, _), offset in zip(found, self._offsets, strict=True)])
+        return ids, np.concatenate([weights for _, weights in found])
+
+    def rank(
+        self,
+        maps: Sequence[ranking.TermMaps],
+        weights: Sequence[ranking.TermWeights],
+        filters: Sequence[Filters],
+        limit: int,
+        strict: bool,
+    ) -> ranking.Ranked:
+        """The best full and partial matches; `filters` holds each partition's own."""
+        allowed = self._allowed(filters)
+        return ranking.rank_documents(maps, weights, allowed, self._stamps, self._neighbours, limit, strict)
+
+    def _allowed(self, filters: Sequence[Filters]) -> np.ndarray:
+        """Which documents the request may see, the partitions' masks put end to end."""
+        key = tuple(filters)
+        found = self._masks.get(key)
+        if found is None:
+            if len(self._masks) >= 16:
+                self._masks.clear()
+            found = self._masks[key] = np.concatenate(
+                [part.allowed(part_filters) for part, part_filters in zip(self.parts, filters, strict=True)]
+            )
+        return found
+
+    def load(self, candidates: Sequence[ranking.Candidate]) -> list[Entry]:
+        """The entries of candidates from rank()."""
+        return [self._load(int(c.ref)) for c in candidates]
+
+    def _load(self, docnum: int) -> Entry:
+        """One document's entry, from its partition."""
+        at = bisect.bisect_right(self._offsets, docnum) - 1
+        return self.parts[at].entry_of(docnum - int(self._offsets[at]))
+
+
+def _shifted(before: np.ndarray, offset: int) -> np.ndarray:
+    """A partition's neighbour numbers in the combined space (-1 stays: no entry before)."""
+    return np.where(before >= 0, before + offset, -1)
+
+
+def key_of(parts: Sequence[Any]) -> Hashable:
+    """What a combined view was made of: its partitions at their generations."""
+    return tuple((id(part), part.generation) for part in parts)

@@ -1,0 +1,132 @@
+"""Every private Whoosh name braind uses, in one place, and the check that Whoosh is the version they come from.
+
+braind reads Whoosh's W3 segments directly (a field's term table in one read, posting lists
+decoded whole into arrays, numeric columns in one read) and writes them with its own segment
+writer. Those reads reach names Whoosh does not publish: each is one small function here, so
+that nothing else in braind depends on Whoosh's internals.
+
+The writer (`braind.index.whoosh.writer`) subclasses `W3PostingsWriter`, `W3FieldWriter`,
+`W3Codec` and `SegmentWriter` and works with the fields their constructors set up (the posting
+file, the term table, the block buffers and limits). That is why the installed Whoosh must be
+the one braind was tested with (`check_version`), and why the index manifest records the
+version: an index written under another one is rebuilt. The test suite checks the segments
+braind writes against Whoosh's own writer and searcher.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import io
+import sys
+from array import array
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+from whoosh.codec.whoosh3 import W3LeafMatcher, W3TermInfo
+from whoosh.columns import NumericColumn
+from whoosh.filedb import filetables
+from whoosh.filedb.structfile import StructFile
+from whoosh.formats import Format
+
+from braind.errors import Unavailable
+
+DISTRIBUTION = "whoosh-reloaded"
+WHOOSH_VERSION = "2.7.5"  # the exact pin in pyproject.toml
+
+LENGTHS = filetables._lengths  # a hash table record's (key length, value length)
+TERM_INFO = W3TermInfo._struct  # flags, weight, frequency, min and max length, max weight, first and last id
+
+# One block of postings: document numbers, weights, and the values when the format has them.
+Block = tuple[Any, Any, Any]
+
+
+@lru_cache(maxsize=1)
+def installed_version() -> str | None:
+    """The installed Whoosh distribution's version (None when it is missing)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_version(found: str | None = None) -> None:
+    """Refuse to open an index under a Whoosh other than the tested one: its private names may differ."""
+    found = installed_version() if found is None else found
+    if found != WHOOSH_VERSION:
+        raise Unavailable(
+            "whoosh_version",
+            f"braind reads and writes Whoosh's files directly and needs {DISTRIBUTION} {WHOOSH_VERSION}, "
+            f"but {found or 'no ' + DISTRIBUTION} is installed; reinstall braind (./install.sh) to get it",
+        )
+
+
+def segment_terms(reader: Any) -> Any:
+    """A segment reader's terms reader (None for readers of another kind)."""
+    return getattr(reader, "_terms", None)
+
+
+def segment_stored(reader: Any) -> Any:
+    """A segment reader's per-document reader: stored fields and columns (None for readers of another kind)."""
+    return getattr(reader, "_perdoc", None)
+
+
+def segment_id(reader: Any) -> Any:
+    """The id a segment reader's segment has for as long as it exists (None for readers of another kind)."""
+    return getattr(reader, "_segid", None)
+
+
+def lengths_column(field: str) -> str:
+    """The column where the W3 codec keeps a field's lengths."""
+    return f"_{field}_len"
+
+
+def term_table(terms: Any) -> Any:
+    """A terms reader's hash table of (field number + term) -> term info (None for another kind)."""
+    return getattr(terms, "_tindex", None)
+
+
+def field_number(terms: Any, field: str) -> int | None:
+    """The number a segment gives a field in its term keys (None when the segment has no such field)."""
+    number = terms._fieldmap.get(field)
+    return None if number is None else int(number)
+
+
+def field_name(terms: Any, number: int) -> str:
+    """The field a segment's field number stands for."""
+    return str(terms._fieldunmap[number])
+
+
+def has_postings_file(terms: Any) -> bool:
+    """Whether a terms reader keeps its posting lists in a W3 postings file."""
+    return hasattr(terms, "_postfile")
+
+
+def posting_bytes(terms: Any, offset: int, length: int) -> bytes:
+    """The bytes of one posting list, read in one go."""
+    return bytes(terms._postfile.get(offset, length))
+
+
+def column_values(column: Any) -> array[int]:
+    """A numeric column's values in one read; Whoosh's load() reads them one document at a time."""
+    if not isinstance(column, NumericColumn.Reader):
+        return array("q", column.load())
+    stored = column._count  # values past it are the default, never written
+    values = array(column._typecode, column._dbfile.get(column._basepos, stored * column._fixedlen))
+    if sys.byteorder == "little" and values.itemsize > 1:
+        values.byteswap()  # stored big-endian
+    values.extend([column._default] * (column._doccount - stored))
+    return values
+
+
+def posting_blocks(data: bytes, format_: Format) -> Iterator[Block]:
+    """The blocks of one posting list, decoded by Whoosh's own leaf matcher."""
+    with_values = format_.fixed_value_size() != 0
+    matcher = W3LeafMatcher(StructFile(io.BytesIO(data)), 0, len(data), format_)
+    while matcher.is_active():
+        matcher._read_ids()
+        matcher._read_weights()
+        if with_values:
+            matcher._read_values()
+        yield matcher._ids, matcher._weights, matcher._values if with_values else None
+        matcher._next_block()

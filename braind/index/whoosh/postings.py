@@ -1,0 +1,540 @@
+"""Postings of one Whoosh searcher as arrays, read once per segment and term and kept within a budget.
+
+Recall combines a few words, each a stem that may also begin longer words,
+over every partition of memory. Whoosh's matchers decode postings one at a
+time and score them in Python. Here a term's posting list is decoded once
+per segment into two arrays (document numbers and term frequencies), kept in
+one least-recently-used budget of bytes (segments never change but by
+deletions, so a commit costs only the new segment's reads), and BM25's term
+weight (saturated frequency over normalised length) is computed for a
+whole list at once with NumPy. The idf is left to the caller, which takes it
+from every partition a query covers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import pickle
+import struct
+import threading
+import zlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar, cast
+
+import numpy as np
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
+from whoosh.filedb.filetables import OrderedHashReader
+from whoosh.reading import TermNotFound
+from whoosh.system import pack_ushort
+from whoosh.util.numeric import byte_to_length
+
+from braind.index import analysis, ranking
+from braind.index.whoosh import compat
+
+EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
+K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.score_entry computes them
+Made = TypeVar("Made")
+Ids = np.ndarray  # document numbers, sorted, distinct
+Values = np.ndarray  # one float per document number
+
+CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
+VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
+STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
+_LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
+_STAMP = "stamp"
+_RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and value lengths
+_BLOCK = struct.Struct("!i")  # a posting block starts with its length, negative for the last one
+_MAGIC = b"W3Bl"  # a W3 posting list starts with it
+_FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
+_SAMPLE = 16  # every 16th term is kept as bytes: a bisection, then at most 16 steps
+_EMPTY_IDS = np.zeros(0, dtype=np.int64)
+_EMPTY_VALUES = np.zeros(0, dtype=np.float32)
+
+
+class Lexicon:
+    """One field's terms in one segment with their term infos, read into memory in one go.
+
+    Whoosh finds a term by a binary search or a hash lookup that reads the file a
+    few bytes at a time, and each query word expands to several terms in every
+    segment it touches; the field's run of the sorted terms file (a few hundred
+    KB per month of diary) makes each a bisection in memory.
+    """
+
+    def __init__(self, data: bytes = b"", starts: array[int] | None = None) -> None:
+        self._data = data
+        self._starts = array("I") if starts is None else starts  # where each record begins, in term order
+        self._sample = [self._term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
+
+    @classmethod
+    def read(cls, reader: Any, field: str) -> Lexicon | None:
+        """The lexicon of a W3 segment reader's field; None for readers of another kind."""
+        terms = compat.segment_terms(reader)
+        table = compat.term_table(terms)
+        if not isinstance(table, OrderedHashReader):
+            return None
+        number = compat.field_number(terms, field)
+        if number is None:
+            return cls()
+        begin = table.closest_key_pos(pack_ushort(number))
+        after = table.closest_key_pos(pack_ushort(number + 1)) if number < 0xFFFF else None
+        begin = table.endofdata if begin is None else begin
+        end = table.endofdata if after is None else after
+        data = table.dbfile.get(begin, end - begin) if end > begin else b""
+        return cls(data, _record_starts(data))
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _term(self, index: int) -> bytes:
+        """The term of one record."""
+        start = self._starts[index]
+        keylen = _RECORD.unpack_from(self._data, start)[0]
+        return self._data[start + _RECORD.size + _FIELD_NUMBER : start + _RECORD.size + keylen]
+
+    def _info(self, index: int) -> bytes:
+        """The encoded term info of one record."""
+        start = self._starts[index]
+        keylen, infolen = _RECORD.unpack_from(self._data, start)
+        begin = start + _RECORD.size + keylen
+        return self._data[begin : begin + infolen]
+
+    def infos(self, text: bytes, prefix: bool) -> list[tuple[bytes, bytes]]:
+        """(term, encoded term info) of the term, or of every term that begins with it."""
+        found: list[tuple[bytes, bytes]] = []
+        index = max(0, bisect.bisect_left(self._sample, text) - 1) * _SAMPLE
+        while index < len(self._starts) and self._term(index) < text:
+            index += 1
+        while index < len(self._starts):
+            term = self._term(index)
+            if not (term.startswith(text) if prefix else term == text):
+                break
+            found.append((term, self._info(index)))
+            index += 1
+        return found
+
+
+def _record_starts(data: bytes) -> array[int]:
+    """Where each key/value record of a run of a terms file begins."""
+    starts = array("I")
+    position, size, unpack = 0, len(data), _RECORD.unpack_from
+    while position < size:
+        starts.append(position)
+        keylen, infolen = unpack(data, position)
+        position += _RECORD.size + keylen + infolen
+    return starts
+
+
+class SegmentCache:
+    """What is read once per segment and kept while it lives: segments never change but by deletions."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[Any, str, str], Any] = {}
+
+    def get(self, reader: Any, name: str, field: str, read: Callable[[Any, str], Any]) -> Any:
+        """The item `name` of a segment's field, read on first use."""
+        key = (_segment_id(reader), name, field)
+        found = self._items.get(key)
+        if found is None:
+            found = self._items[key] = read(reader, field)
+        return found
+
+    def keep(self, live: set[Any]) -> None:
+        """Forget the items of segments that were merged away or deleted."""
+        for key in [key for key in self._items if key[0] not in live]:
+            del self._items[key]
+
+
+class _StoredDocuments:
+    """Recently loaded documents (as entries), shared by every index: hits repeat across queries."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._docs: OrderedDict[tuple[Any, int], Any] = OrderedDict()
+        self._lock = threading.Lock()  # partitions are searched from several threads
+
+    def get(self, key: tuple[Any, int], read: Callable[[], Any]) -> Any:
+        """A loaded document, read on a miss."""
+        with self._lock:
+            found = self._docs.get(key)
+            if found is not None:
+                self._docs.move_to_end(key)
+                return found
+        found = read()
+        with self._lock:
+            self._docs[key] = found
+            while len(self._docs) > self._budget:
+                self._docs.popitem(last=False)
+        return found
+
+
+class ArrayCache:
+    """Pairs of arrays by key, the least recently used dropped beyond a budget of bytes."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._lists: OrderedDict[Hashable, tuple[Ids, Values]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()  # partitions are searched from several threads
+
+    def get(self, key: Hashable, read: Callable[[], tuple[Ids, Values]]) -> tuple[Ids, Values]:
+        """The arrays of a key, made by `read` on a miss."""
+        with self._lock:
+            found = self._lists.get(key)
+            if found is not None:
+                self._lists.move_to_end(key)
+                return found
+        found = read()
+        size = found[0].nbytes + found[1].nbytes
+        if size > self._budget:
+            return found
+        with self._lock:
+            old = self._lists.pop(key, None)
+            self._held += size - (0 if old is None else old[0].nbytes + old[1].nbytes)
+            self._lists[key] = found
+            while self._held > self._budget:
+                _, (ids, values) = self._lists.popitem(last=False)
+                self._held -= ids.nbytes + values.nbytes
+        return found
+
+
+_STORED = _StoredDocuments(STORED_DOCUMENTS)
+_POSTINGS = ArrayCache(CACHE_BYTES)
+
+
+class SearcherView:
+    """Per-searcher arrays (norms, stamps, deletions) over the shared per-segment posting lists.
+
+    Not thread-safe: callers hold the lock that guards the searcher.
+    """
+
+    def __init__(self, searcher: Any, segments: SegmentCache | None = None) -> None:
+        self.searcher = searcher
+        self._segments = SegmentCache() if segments is None else segments  # shared across searchers
+        self._leaves: list[tuple[Any, int]] = list(searcher.leaf_searchers())
+        self._offsets = [offset for _, offset in self._leaves]
+        self.size = int(searcher.doc_count_all())  # document numbers run from 0 to size - 1
+        self._norm: dict[str, Values] = {}
+        self._stamps: np.ndarray | None = None
+        self._neighbours: list[np.ndarray] | None = None
+        self._live: np.ndarray | None = None
+        self._weights = ArrayCache(VIEW_BYTES)
+        self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
+        self.masks: dict[Any, np.ndarray] = {}  # the index's filter masks for this searcher
+
+    def weights(self, field: str, key: str, mode: str, cache: bool = True) -> tuple[Ids, Values]:
+        """Every live document holding a term (or, by mode, longer terms it begins) and its BM25 term weight.
+
+        Modes: EXACT the term itself, LONGER every longer term it begins, PREFIX both (a CJK character),
+        RUN every bigram of a CJK run, kept where the stored text holds the run itself. No idf.
+        """
+        if not cache:
+            return self._weigh(field, key, mode)
+        return self._weights.get((field, key, mode), lambda: self._weigh(field, key, mode))
+
+    def _weigh(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
+        """Read a term's postings and weigh them."""
+        ids, frequencies = self._read(field, key, mode)
+        if mode == RUN:
+            return ids, frequencies
+        norms = self.norms(field)[ids]
+        return ids, ((K1 + 1) * frequencies / (frequencies + norms)).astype(np.float32)
+
+    def _read(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
+        """Document numbers and summed frequencies of a term's postings in every segment, deleted ones left out."""
+        if mode == RUN:
+            return self._run(field, key)
+        parts_ids: list[Ids] = []
+        parts_values: list[Values] = []
+        encoded = key.encode()
+        for sub, offset in self._leaves:
+            reader = sub.reader()
+            lists = [
+                self._segment_postings(reader, field, term, info)
+                for term, info in self._infos(reader, field, encoded, mode != EXACT)
+                if not (mode == LONGER and term == encoded)
+            ]
+            if not lists:
+                continue
+            ids, values = lists[0] if len(lists) == 1 else _summed(lists)
+            parts_ids.append(ids.astype(np.int64) + offset)
+            parts_values.append(values)
+        if not parts_ids:
+            return _EMPTY_IDS, _EMPTY_VALUES
+        ids = np.concatenate(parts_ids) if len(parts_ids) > 1 else parts_ids[0]
+        values = np.concatenate(parts_values) if len(parts_values) > 1 else parts_values[0]
+        keep = self.live()[ids]
+        return (ids, values) if keep.all() else (ids[keep], values[keep])
+
+    def _run(self, field: str, run: str) -> tuple[Ids, Values]:
+        """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
+        lists = [self.weights(field, pair, EXACT) for pair in analysis.bigrams(run)]
+        ids = lists[0][0]
+        for other, _ in lists[1:]:
+            ids = np.intersect1d(ids, other, assume_unique=True)
+        ids = np.array([n for n in ids.tolist() if run in self.stored(n).get(analysis.FIELD, "")], dtype=np.int64)
+        values = np.zeros(len(ids), dtype=np.float32)
+        for other, weights in lists:
+            values += weights[np.searchsorted(other, ids)]
+        return ids, values
+
+    def _infos(self, reader: Any, field: str, text: bytes, prefix: bool) -> list[tuple[bytes, Any]]:
+        """(term, term info) of the term, or of every term beginning with it, in one segment."""
+        lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
+        if lexicon is not None:
+            return [(term, W3TermInfo.from_bytes(info)) for term, info in lexicon.infos(text, prefix)]
+        found = []  # not a W3 segment: Whoosh's own lookups
+        for term in reader.expand_prefix(field, text) if prefix else (text,):
+            try:
+                found.append((term, reader.term_info(field, term)))
+            except TermNotFound:
+                continue
+        return found
+
+    def _segment_postings(self, reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
+        """One segment's decoded posting list of a term (segment-local document numbers, frequencies)."""
+        key = (_segment_id(reader), field, term)
+        return _POSTINGS.get(key, lambda: _decode(reader, field, term, info))
+
+    def term_docs(self, field: str, term: str) -> set[int]:
+        """Live documents whose field holds a term (a file's path, a status), read from the postings directly."""
+        ids, _ = self._read(field, term, EXACT)
+        return set(ids.tolist())
+
+    def norms(self, field: str) -> Values:
+        """BM25's length normalisation of every document in one field, in top-level numbering; once per searcher."""
+        found = self._norm.get(field)
+        if found is None:
+            avgfl = self.avg_length(field) or 1.0
+            lengths = _LENGTHS[self._field_lengths(field)]
+            found = self._norm[field] = (K1 * (1 - B) + (K1 * B / avgfl) * lengths).astype(np.float32)
+        return found
+
+    def avg_length(self, field: str) -> float:
+        """The average length of a field over the searcher's documents that have it."""
+        return float(self.searcher.avg_field_length(field) or 0.0)
+
+    def documents(self) -> int:
+        """The number of live documents, entries and file records together."""
+        return int(self.searcher.doc_count())
+
+    def _field_lengths(self, field: str) -> np.ndarray:
+        """The length byte of a field of every document, in top-level numbering."""
+        parts = [self._segments.get(sub.reader(), "lengths", field, _leaf_lengths) for sub, _ in self._leaves]
+        return np.concatenate([np.asarray(part, dtype=np.uint8) for part in parts]) if parts else np.zeros(0, np.uint8)
+
+    def live(self) -> np.ndarray:
+        """Which document numbers are not deleted."""
+        if self._live is None:
+            live = np.ones(self.size, dtype=bool)
+            for sub, offset in self._leaves:
+                deleted = getattr(sub.reader(), "deleted_docs_set", None)
+                if deleted:
+                    live[np.fromiter(deleted, dtype=np.int64) + offset] = False
+            self._live = live
+        return self._live
+
+    def stamps(self) -> np.ndarray:
+        """The yyyymmddHHMM stamp of every document, to put newer entries first on equal scores."""
+        if self._stamps is None:
+            parts = [np.asarray(self._segment_array(sub.reader(), "stamps", _leaf_stamps)) for sub, _ in self._leaves]
+            self._stamps = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+        return self._stamps
+
+    def warm(self) -> None:
+        """Read what every search of this searcher needs: each segment's lexicon, stamps, norms, neighbours."""
+        for sub, _ in self._leaves:
+            self._segments.get(sub.reader(), "lexicon", analysis.FIELD, Lexicon.read)
+        self.stamps()
+        self.norms(analysis.FIELD)
+        self.neighbours()
+
+    def neighbours(self, count: int = 2) -> list[np.ndarray]:
+        """For each document, the entry just before it in its file, the one before that, ... (-1 for none).
+
+        Made once per searcher from two columns (a file's key and the line): sorted by file then line,
+        each entry's predecessors are the live entries of the same file just before it.
+        """
+        if self._neighbours is None:
+            keys = self._column("file_key", "q")
+            lines = self._column("file_line", "i")
+            live = np.flatnonzero(self.live() & (keys != 0))  # file records have no key
+            order = live[np.lexsort((lines[live], keys[live]))]
+            found = []
+            for step in range(1, count + 1):
+                before = np.full(self.size, -1, dtype=np.int64)
+                same = keys[order[step:]] == keys[order[:-step]]
+                before[order[step:][same]] = order[:-step][same]
+                found.append(before)
+            self._neighbours = found
+        return self._neighbours
+
+    def _column(self, name: str, typecode: str) -> np.ndarray:
+        """A numeric column of every document, in top-level numbering."""
+        parts = [
+            np.asarray(self._segments.get(sub.reader(), name, analysis.FIELD, _column_of(name, typecode)))
+            for sub, _ in self._leaves
+        ]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+
+    def stamp(self, docnum: int) -> int:
+        """One document's stamp."""
+        return int(self.stamps()[docnum])
+
+    def _segment_array(self, reader: Any, name: str, read: Callable[[Any, str], Any]) -> Any:
+        """A per-document array of one segment, read once."""
+        return self._segments.get(reader, name, analysis.FIELD, read)
+
+    def segment_ids(self) -> set[str]:
+        """The ids of the searcher's segments, to forget arrays of merged-away ones."""
+        return {_segment_id(sub.reader()) for sub, _ in self._leaves}
+
+    def stored(self, docnum: int) -> dict[str, Any]:
+        """A document's stored fields, read from its segment directly (the top-level reader filters by schema)."""
+        leaf = bisect.bisect_right(self._offsets, docnum) - 1
+        sub, offset = self._leaves[leaf]
+        perdoc = compat.segment_stored(sub.reader())
+        if perdoc is None:
+            return cast(dict[str, Any], self.searcher.stored_fields(docnum))
+        return cast(dict[str, Any], perdoc.stored_fields(docnum - offset) or {})
+
+    def made(self, docnum: int, make: Callable[[dict[str, Any]], Made]) -> Made:
+        """What `make` builds from a document's stored fields (an Entry), kept for the next query's hits."""
+        leaf = bisect.bisect_right(self._offsets, docnum) - 1
+        sub, offset = self._leaves[leaf]
+        key = (_segment_id(sub.reader()), docnum - offset)
+        return cast(Made, _STORED.get(key, lambda: make(self.stored(docnum))))
+
+
+def _summed(lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
+    """Several terms' postings in one segment as one list, frequencies summed per document."""
+    ids = np.concatenate([ids for ids, _ in lists])
+    values = np.concatenate([values for _, values in lists])
+    merged, where = np.unique(ids, return_inverse=True)
+    return merged, np.bincount(where, weights=values).astype(np.float32)
+
+
+def _decode(reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
+    """A term's posting list in one segment: inlined in its term info, or blocks read in one go."""
+    if info.is_inlined():
+        ids, weights, _ = info.inlined_postings()
+        return np.array(ids, dtype=np.uint32), np.array(weights, dtype=np.float32)
+    terms = compat.segment_terms(reader)
+    if terms is None or not compat.has_postings_file(terms):  # not a W3 segment
+        return _matcher_postings(reader.postings(field, term))
+    offset, length = info.extent()
+    length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
+    return _blocks(compat.posting_bytes(terms, offset, length))
+
+
+def _blocks(data: bytes) -> tuple[Ids, Values]:
+    """Decode a W3 posting list: blocks of (length, pickled info, pickled or zlib data of delta ids and weights)."""
+    if not data.startswith(_MAGIC):
+        raise ValueError("not a W3 posting list")
+    stream = io.BytesIO(data)
+    position, ids_parts, weight_parts = len(_MAGIC), [], []
+    while True:
+        (size,) = _BLOCK.unpack_from(data, position)
+        stream.seek(position + _BLOCK.size)
+        count, _, _, compression, _, _ = pickle.load(stream)
+        end = position + _BLOCK.size + abs(size)
+        body = data[stream.tell() : end]
+        deltas, weights, _ = pickle.loads(zlib.decompress(body) if compression else body)
+        ids_parts.append(np.cumsum(_uints(deltas), dtype=np.uint32))  # each block counts from 0
+        weight_parts.append(_weights(weights, count))
+        if size < 0:
+            break
+        position = end
+    return np.concatenate(ids_parts), np.concatenate(weight_parts)
+
+
+def _uints(deltas: Any) -> np.ndarray:
+    """A block's delta-encoded numbers: an array's bytes as they are (braind's writer), or a tuple (Whoosh's)."""
+    if isinstance(deltas, array) and deltas.typecode == "I":
+        return np.frombuffer(deltas, dtype=np.uint32)
+    return np.array(deltas, dtype=np.uint32)
+
+
+def _weights(weights: Any, count: int) -> Values:
+    """A block's weights: None for all ones, one float for all equal, else one each (an array or a tuple)."""
+    if weights is None:
+        return np.ones(count, dtype=np.float32)
+    if isinstance(weights, float):
+        return np.full(count, weights, dtype=np.float32)
+    if isinstance(weights, array) and weights.typecode == "f":
+        return np.frombuffer(weights, dtype=np.float32)
+    return np.array(weights, dtype=np.float32)
+
+
+def _matcher_postings(matcher: Any) -> tuple[Ids, Values]:
+    """Any Whoosh matcher's postings, one at a time (segments of another codec)."""
+    ids, weights = array("I"), array("f")
+    while matcher.is_active():
+        ids.append(matcher.id())
+        weights.append(matcher.weight())
+        matcher.next()
+    return np.frombuffer(ids, dtype=np.uint32).copy(), np.frombuffer(weights, dtype=np.float32).copy()
+
+
+def _segment_id(reader: Any) -> Any:
+    """What names a segment for as long as it exists."""
+    return compat.segment_id(reader) or id(reader)
+
+
+def _leaf_lengths(reader: Any, field: str) -> array[int]:
+    """One segment's length bytes of a field (0 for documents without it)."""
+    name = compat.lengths_column(field)
+    perdoc = compat.segment_stored(reader)  # None for an empty index's EmptyReader
+    if perdoc is None or not perdoc.has_column(name):
+        return array("B", bytes(reader.doc_count_all()))
+    return numbers(perdoc.column_reader(name, LENGTHS_COLUMN))
+
+
+def _leaf_stamps(reader: Any, field: str) -> array[int]:
+    """One segment's stamp column."""
+    return _column_of(_STAMP, "q")(reader, field)
+
+
+def _column_of(name: str, typecode: str) -> Callable[[Any, str], array[int]]:
+    """A reader of one segment's numeric column (zeros where a segment lacks it)."""
+
+    def read(reader: Any, field: str) -> array[int]:
+        if not reader.has_column(name):
+            return array(typecode, bytes(array(typecode).itemsize * reader.doc_count_all()))
+        return numbers(reader.column_reader(name, translate=False))
+
+    return read
+
+
+def numbers(column: Any) -> array[int]:
+    """A numeric column's values in one read."""
+    return compat.column_values(column)
+
+
+def word_postings(view: SearcherView, term: analysis.Term, cache: bool = True) -> ranking.TermMaps:
+    """One query word's postings in one searcher: its stem and the longer words it begins."""
+    if term.cjk:
+        run = term.keys[0]
+        mode = PREFIX if len(run) == 1 else EXACT if len(run) == 2 else RUN
+        return ranking.TermMaps(view.weights(analysis.FIELD, run, mode, cache), NOTHING)
+    exact = best_of([view.weights(analysis.FIELD, key, EXACT, cache) for key in term.keys])
+    longer = best_of([view.weights(analysis.FIELD, key, LONGER, cache) for key in term.keys])
+    return ranking.TermMaps(exact, longer)
+
+
+NOTHING: ranking.Postings = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+
+
+def best_of(lists: Sequence[ranking.Postings]) -> ranking.Postings:
+    """One list of several (a word's stems in several languages), the best weight of each document."""
+    if len(lists) == 1:
+        return lists[0]
+    ids = np.concatenate([found for found, _ in lists])
+    weights = np.concatenate([weight for _, weight in lists])
+    order = np.lexsort((-weights, ids))  # by document, best weight first
+    ids, weights = ids[order], weights[order]
+    first = np.ones(len(ids), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    return ids[first], weights[first]
