@@ -13,7 +13,7 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
 from braind.index import analysis
 from braind.index.api import FileRecord
-from braind.index.whoosh import postings
+from braind.index.whoosh import compat, postings
 from braind.index.whoosh.index import Index
 from braind.model.entries import Entry
 
@@ -91,9 +91,9 @@ def test_numeric_columns_read_in_one_go_equal_whoosh_reading_each_document(index
     for reader in _readers(index):
         stamps = reader.column_reader("stamp", translate=False)
         lengths = reader._perdoc.column_reader(f"_{analysis.FIELD}_len", LENGTHS_COLUMN)
-        assert list(postings.numbers(stamps)) == list(stamps.load())
-        assert list(postings.numbers(lengths)) == list(lengths.load())
-        assert len(postings.numbers(stamps)) == reader.doc_count_all()
+        assert list(compat.column_values(stamps)) == list(stamps.load())
+        assert list(compat.column_values(lengths)) == list(lengths.load())
+        assert len(compat.column_values(stamps)) == reader.doc_count_all()
 
 
 def test_a_commit_reads_only_the_new_segments_postings(index: Index) -> None:

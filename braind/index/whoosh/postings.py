@@ -489,7 +489,7 @@ def _leaf_lengths(reader: Any, field: str) -> array[int]:
     perdoc = compat.segment_stored(reader)  # None for an empty index's EmptyReader
     if perdoc is None or not perdoc.has_column(name):
         return array("B", bytes(reader.doc_count_all()))
-    return numbers(perdoc.column_reader(name, LENGTHS_COLUMN))
+    return compat.column_values(perdoc.column_reader(name, LENGTHS_COLUMN))
 
 
 def _leaf_stamps(reader: Any, field: str) -> array[int]:
@@ -503,14 +503,9 @@ def _column_of(name: str, typecode: str) -> Callable[[Any, str], array[int]]:
     def read(reader: Any, field: str) -> array[int]:
         if not reader.has_column(name):
             return array(typecode, bytes(array(typecode).itemsize * reader.doc_count_all()))
-        return numbers(reader.column_reader(name, translate=False))
+        return compat.column_values(reader.column_reader(name, translate=False))
 
     return read
-
-
-def numbers(column: Any) -> array[int]:
-    """A numeric column's values in one read."""
-    return compat.column_values(column)
 
 
 def word_postings(view: SearcherView, term: analysis.Term, cache: bool = True) -> ranking.TermMaps:

@@ -117,7 +117,6 @@ class Store:
 
 def open_whoosh(directory: Path) -> Any:
     """Open an index without mmap: a segment truncated under a mapping would kill the daemon with SIGBUS."""
-    compat.check_version()
     return FileStorage(str(directory), supports_mmap=False).open_index()
 
 

@@ -37,7 +37,6 @@ from whoosh.util.numeric import byte_to_length
 from whoosh.writing import SegmentWriter
 
 from braind.index.whoosh import compat
-from braind.index.whoosh.postings import numbers
 
 INLINE_LIMIT = 16  # most words of a diary occur in a handful of entries
 BLOCK_LIMIT = 1024  # postings per block: recall decodes whole lists, and fewer blocks cost less each
@@ -394,7 +393,7 @@ def _column(perdoc: W3PerDocReader, name: str, kind: Any) -> Sequence[Any] | Non
     column = perdoc.column_reader(name, kind)
     if isinstance(column, TranslatingColumnReader):
         column = column.raw_column()
-    return numbers(column) if isinstance(column, NumericColumn.Reader) else column
+    return compat.column_values(column) if isinstance(column, NumericColumn.Reader) else column
 
 
 def _term_infos(terms: W3TermsReader) -> Iterator[tuple[str, bytes, W3TermInfo]]:
