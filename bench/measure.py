@@ -22,6 +22,7 @@ from braind.rpc.client import Client
 EDITOR_TIMEOUT_S = 5.0
 EDITOR_POLL_S = 0.005
 SETTLE_S = 1.0
+WARM_POLL_S = 0.1
 SLOWEST = 5  # the slowest queries of each class are kept in the JSON, to profile them
 
 
@@ -178,6 +179,14 @@ def inject(client: Client, count: int, rng: random.Random) -> dict[str, Any]:
         "bytes": float(steady[-1][1]["bytes"]),
         "empty": float(sum(1 for _, r in steady + fresh if r["skipped"])),
     }
+
+
+def warmed(client: Client, timeout: float) -> float:
+    """Wait until the daemon has read ahead what its first searches would (status: not warming); seconds waited."""
+    started = time.monotonic()
+    while client.call("status")["index"].get("warming") and time.monotonic() - started < timeout:
+        time.sleep(WARM_POLL_S)
+    return time.monotonic() - started
 
 
 def index_state(client: Client, state_dir: Path) -> dict[str, float]:

@@ -189,10 +189,12 @@ class SizeRun:
 
     def _with_daemon(self, daemon: BenchDaemon, client: Client, root: Path) -> None:
         """Every measurement of the running daemon, the idle window after them; then the soak and the busy days."""
+        self.results["warmed_s"] = measure.warmed(client, self._start_timeout())
         time.sleep(measure.SETTLE_S)
         self.results["rest"] = measure.at_rest(daemon.pid)
         index = {"ready": measure.index_state(client, daemon.state)}
         self._reindex(client)
+        self.results["rewarmed_s"] = measure.warmed(client, self._start_timeout())
         index["reindexed"] = measure.index_state(client, daemon.state)
         self._recall(client)
         self._throughput(daemon)
@@ -288,6 +290,7 @@ class SizeRun:
                 ready = daemon.wait_ready(self._start_timeout(entries))
                 profiled = self.profiler.phase(daemon, f"busy-{entries}")
                 with profiled, daemon.client() as client, measure.without_collector_pauses():
+                    measure.warmed(client, self._start_timeout(entries))
                     calls = busy.calls(client, self._interleaved(True), self.rng)
                 found[str(entries)] = {"entries": entries, "ready_s": ready - started, **calls}
         self.results["busy_days"] = found

@@ -257,3 +257,46 @@ def test_a_started_index_reads_its_lexicons_and_arrays_before_the_first_search(t
         assert again.search("oolong").total == 3
     finally:
         again.close()
+
+
+def _tabled(index: PartitionedIndex) -> int:
+    """How many segments of the index's partitions have their posting table."""
+    from braind.index import analysis
+
+    count = 0
+    for part in index._all():
+        with part.reading:
+            view = part.view()
+            count += sum(
+                view._segments.find(sub.reader(), "table", analysis.FIELD) is not None for sub, _ in view._leaves
+            )
+    return count
+
+
+def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a_rebuild(tmp_path: Path) -> None:
+    from braind.index.whoosh import postings
+
+    first = PartitionedIndex(tmp_path / "state", "test")
+    first.open()
+    word = f"warmword{random.randrange(10**9)}"  # a word no other test decodes
+    for year in (2024, 2025, 2026):
+        first.replace_file(*day_file(f"{year}-03-01", f"{word} tea", "harbour"))
+    first.close()
+    again = PartitionedIndex(tmp_path / "state", "test")
+    again.open()
+    again.start()
+    try:
+        assert again.stats()["warming"] is True  # from the start on, until the warmer is through
+        wait_until(lambda: _tabled(again) == 3, 15, "a posting table for each partition's segment")
+        wait_until(lambda: again.stats()["warming"] is False, 15, "status no longer says warming")
+        assert again.search(word).total == 3
+        assert not [key for key in list(postings._POSTINGS._lists) if key[2] == word.encode()]  # nothing decoded
+        rebuild = again.rebuild()
+        for year in (2024, 2025, 2026):
+            rebuild.add(*day_file(f"{year}-03-01", f"{word} tea again", "harbour"))
+        rebuild.finish()
+        assert again.stats()["warming"] is True
+        wait_until(lambda: _tabled(again) == 3, 15, "the rebuilt segments tabled")
+        assert [h.entry.text for h in again.search(word).hits] == [f"{word} tea again"] * 3
+    finally:
+        again.close()

@@ -13,8 +13,9 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
 from braind.index import analysis
 from braind.index.api import FileRecord
-from braind.index.whoosh import compat, postings
+from braind.index.whoosh import compat, decoding, postings
 from braind.index.whoosh.index import Index
+from braind.index.whoosh.lexicon import Lexicon
 from braind.model.entries import Entry
 
 ROOT = "/mem/user"
@@ -70,7 +71,7 @@ def test_a_lexicon_expands_and_finds_what_whoosh_finds(index: Index, prefix: byt
     readers = _readers(index)
     assert len(readers) > 1
     for reader in readers:
-        lexicon = postings.Lexicon.read(reader, analysis.FIELD)
+        lexicon = Lexicon.read(reader, analysis.FIELD)
         assert lexicon is not None
         found = lexicon.infos(prefix, prefix=True)
         assert [term for term, _ in found] == list(reader.expand_prefix(analysis.FIELD, prefix))
@@ -83,7 +84,7 @@ def test_a_lexicon_expands_and_finds_what_whoosh_finds(index: Index, prefix: byt
 
 def test_a_lexicon_of_a_field_a_segment_lacks_is_empty(index: Index) -> None:
     for reader in _readers(index):
-        lexicon = postings.Lexicon.read(reader, "no-such-field")
+        lexicon = Lexicon.read(reader, "no-such-field")
         assert lexicon is not None and len(lexicon) == 0 and lexicon.infos(b"a", prefix=True) == []
 
 
@@ -149,7 +150,7 @@ def test_a_lexicon_of_many_terms_finds_each_of_them_and_each_prefix(tmp_path: Pa
     ix.commit()
     try:
         (reader,) = _readers(ix)
-        lexicon = postings.Lexicon.read(reader, analysis.FIELD)
+        lexicon = Lexicon.read(reader, analysis.FIELD)
         assert lexicon is not None and len(lexicon) == len(list(reader.lexicon(analysis.FIELD)))
         for probe in [*words, *(w[:2] for w in words), "0", "hhhhhhh", "a" * 7]:
             term = probe.encode()
@@ -179,10 +180,10 @@ def test_decoded_posting_lists_of_several_blocks_equal_whooshs(tmp_path: Path) -
         for sub, _ in ix._searcher.leaf_searchers():
             reader = sub.reader()
             for field in (analysis.FIELD,):
-                lexicon = postings.Lexicon.read(reader, field)
+                lexicon = Lexicon.read(reader, field)
                 assert lexicon is not None
                 for term, info in lexicon.infos(b"", prefix=True):
-                    ids, weights = postings._decode(reader, field, term, W3TermInfo.from_bytes(info))
+                    ids, weights = decoding.decode(reader, field, term, W3TermInfo.from_bytes(info))
                     matcher = reader.postings(field, term)
                     theirs = []
                     while matcher.is_active():
@@ -192,3 +193,32 @@ def test_decoded_posting_lists_of_several_blocks_equal_whooshs(tmp_path: Path) -
                     assert list(zip(ids.tolist(), weights.tolist(), strict=True)) == theirs, (field, term)
     finally:
         ix.close()
+
+
+def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_stops_at_its_budget(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    words = ["deploy", "dep", "kafka", "caf", "café", "乌", "乌龙", "饮料", "zeta", "zz"]
+    modes = (postings.EXACT, postings.LONGER)
+    before = {(w, m): index.view().weights(analysis.FIELD, w, m, cache=False) for w in words for m in modes}
+    monkeypatch.setattr(postings, "WARM_BYTES", 0)
+    assert index.warm_postings(10) is False  # the budget is full: no table begun
+    monkeypatch.setattr(postings, "WARM_BYTES", postings.CACHE_BYTES)
+    steps = 0
+    while index.warm_postings(7):
+        steps += 1
+    readers = _readers(index)
+    view = index.view()
+    tables = [view._segments.find(reader, "table", analysis.FIELD) for reader in readers]
+    assert all(tables) and steps >= len(readers)  # seven lists a step, a table for each segment
+    for reader, table in zip(readers, tables, strict=True):
+        lexicon = Lexicon.read(reader, analysis.FIELD)
+        assert lexicon is not None
+        for i, (term, info) in enumerate(lexicon.infos(b"", prefix=True)):
+            ids, frequencies = decoding.decode(reader, analysis.FIELD, term, W3TermInfo.from_bytes(info))
+            tabled = table.postings(i)
+            assert tabled[0].tolist() == ids.tolist() and tabled[1].tolist() == frequencies.tolist(), term
+    for word in words:  # searches read the tables and find what they found before
+        for mode in modes:
+            ids, weights = index.view().weights(analysis.FIELD, word, mode, cache=False)
+            assert ids.tolist() == before[word, mode][0].tolist() and weights.tolist() == before[word, mode][1].tolist()

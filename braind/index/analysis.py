@@ -23,7 +23,8 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -44,6 +45,7 @@ _CJK = (
 )
 # Group 1: a CJK run; group 2: a word of any other script.
 WORDS = re.compile(rf"([{_CJK}]+)|([^\W{_CJK}]+)")
+_ASCII_WORDS = re.compile(r"\w+", re.ASCII)  # WORDS on ASCII text: no CJK, nothing to fold but case
 _MARKS = re.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 _STEM_CACHE = 1 << 18  # distinct words whose stems are kept: a few tens of MB at most
 # ISO 639-1 codes of the languages Snowball stems, and the names of its algorithms.
@@ -68,6 +70,20 @@ def fold(word: str) -> str:
 def _fold_unicode(word: str) -> str:
     """The slow path of fold(), cached because words repeat across entries."""
     return _MARKS.sub("", unicodedata.normalize("NFKD", word.casefold()))
+
+
+def split(text: str) -> tuple[list[str], list[str]]:
+    """A text's folded words in order, and its CJK runs; ASCII text (the common case) in one pass in C."""
+    if text.isascii():
+        return _ASCII_WORDS.findall(text.lower()), []
+    words: list[str] = []
+    runs: list[str] = []
+    for run, word in WORDS.findall(text):
+        if run:
+            runs.append(run)
+        elif folded := fold(word):
+            words.append(folded)
+    return words, runs
 
 
 def supported_languages() -> tuple[str, ...]:
@@ -115,6 +131,10 @@ class Language:
         self._local = threading.local()  # a stemmer is not thread-safe: one set per thread
         self.stopwords = frozenset(fold(word) for code in codes for word in stopwords(code))
         self.stems: Callable[[str], tuple[str, ...]] = lru_cache(maxsize=_STEM_CACHE)(self._stems)
+        # One language: each word has one stem, so texts are stemmed by a map in C.
+        self._stem: Callable[[str], str] | None = (
+            lru_cache(maxsize=_STEM_CACHE)(self._first) if len(codes) == 1 else None
+        )
 
     def _stems(self, word: str) -> tuple[str, ...]:
         """The distinct stems of a folded word, first language first."""
@@ -125,23 +145,28 @@ class Language:
             return (stemmers[0](word) or word,)
         return tuple(dict.fromkeys(stem(word) or word for stem in stemmers))
 
+    def _first(self, word: str) -> str:
+        """The stem of a folded word in the one language."""
+        return self._stems(word)[0]
+
+    def _all_stems(self, words: list[str]) -> Iterable[str]:
+        """The stems of folded words, in order."""
+        if self._stem is not None:
+            return map(self._stem, words)
+        stems = self.stems
+        return (stem for word in words for stem in stems(word))
+
     def cached_counts(self, text: str) -> dict[str, int]:
         """term_counts() of a text, kept for the next search: uncommitted entries are scored by every search."""
         return _counts_cache(self, text)
 
     def term_counts(self, text: str) -> dict[str, int]:
         """The terms the tokenizer makes of a text, with their counts (indexing's hot loop)."""
-        counts: dict[str, int] = {}
-        get, stems = counts.get, self.stems
-        for run, word in WORDS.findall(text):
-            if run:
-                for i in range(len(run) - 1):
-                    pair = run[i : i + 2]
-                    counts[pair] = get(pair, 0) + 1
-                counts[run[-1]] = get(run[-1], 0) + 1
-            elif folded := fold(word):
-                for stem in stems(folded):
-                    counts[stem] = get(stem, 0) + 1
+        words, runs = split(text)
+        counts = Counter(self._all_stems(words))
+        for run in runs:
+            counts.update(run[i : i + 2] for i in range(len(run) - 1))
+            counts[run[-1]] += 1
         return counts
 
     def query(self, text: str) -> Query:
@@ -159,14 +184,9 @@ class Language:
 
         A stem begins a term exactly when "\n" + stem occurs in the first string, a search done in C.
         """
-        words: list[str] = []
-        runs: list[str] = []
-        for run, word in WORDS.findall(text):
-            if run:
-                runs.append(run)
-            elif folded := fold(word):
-                words += self.stems(folded)
-        return "".join("\n" + word for word in words), "\n".join(runs)
+        words, runs = split(text)
+        stems = "\n".join(self._all_stems(words))
+        return ("\n" + stems if stems else ""), "\n".join(runs)
 
     def holds(self, text: str, term: Term) -> bool:
         """Whether a text holds a query word, with the index's semantics (prefixes, CJK runs)."""
@@ -183,16 +203,23 @@ class Language:
         """The character offset of the earliest place where any term matches, or 0."""
         prefixes = tuple(key for term in terms if not term.cjk for key in term.keys)
         runs = [term.keys[0] for term in terms if term.cjk]
+        if text.isascii():  # no CJK run can match, and lower-casing keeps every offset
+            return next(
+                (m.start() for m in _ASCII_WORDS.finditer(text.lower()) if self._begins(m.group(), prefixes)), 0
+            )
         for match in WORDS.finditer(text):
             if match.lastindex == 2:
-                folded = fold(match.group())
-                if prefixes and folded and any(stem.startswith(prefixes) for stem in self.stems(folded)):
+                if self._begins(fold(match.group()), prefixes):
                     return match.start()
                 continue
             hits = [offset for offset in (match.group().find(run) for run in runs) if offset >= 0]
             if hits:
                 return match.start() + min(hits)
         return 0
+
+    def _begins(self, folded: str, prefixes: tuple[str, ...]) -> bool:
+        """Whether a folded word's stem begins with one of the prefixes."""
+        return bool(prefixes and folded) and any(stem.startswith(prefixes) for stem in self.stems(folded))
 
     def snippet(self, text: str, terms: Sequence[Term], limit: int) -> str:
         """At most `limit` characters of the text, on one line, around its first match."""
@@ -209,8 +236,12 @@ class Language:
 
     def stand_together(self, text: str, first: str, second: str) -> bool:
         """Whether a text holds two stems as consecutive words, for phrase ranking."""
-        words, _ = _terms_cache(self, text)
-        return f"\n{first}\n{second}\n" in words + "\n"
+        return self.pairs_together(text, ((first, second),)) == 1
+
+    def pairs_together(self, text: str, pairs: Sequence[tuple[str, str]]) -> int:
+        """How many of the pairs of stems stand in the text as consecutive words."""
+        words = _terms_cache(self, text)[0] + "\n"
+        return sum(f"\n{first}\n{second}\n" in words for first, second in pairs)
 
 
 @lru_cache(maxsize=4096)
@@ -219,7 +250,7 @@ def _counts_cache(language: Language, text: str) -> dict[str, int]:
     return language.term_counts(text)
 
 
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=8192)
 def _terms_cache(language: Language, text: str) -> tuple[str, str]:
     """Language.terms_of, cached: uncommitted entries are matched on every search until committed."""
     return language.terms_of(text)

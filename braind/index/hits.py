@@ -31,13 +31,14 @@ def make_found(
 def finish_hits(
     language: analysis.Language,
     query: analysis.Query,
-    chosen: Sequence[tuple[ranking.Candidate, Entry, Sequence[ranking.TermMaps]]],
+    chosen: Sequence[tuple[ranking.Candidate, Entry]],
 ) -> list[tuple[Entry, float, bool, tuple[str, ...]]]:
     """The chosen hits in their final order: full matches first, a phrase bonus within each group; with held words."""
     out = []
-    for candidate, entry, maps in chosen:
-        bonus = ranking.phrase_bonus(language, entry.text, query)
-        words = _held(language, query.required, candidate, entry, maps)
+    pairs = ranking.phrase_pairs(query)
+    for candidate, entry in chosen:
+        bonus = ranking.phrase_bonus(language, entry.text, pairs) if pairs else 0.0
+        words = _held(language, query.required, candidate, entry)
         out.append((candidate.full, candidate.score + bonus, candidate.stamp, entry, words))
     out.sort(key=lambda item: (item[0], round(item[1], 9), item[2]), reverse=True)
     return [(entry, score, full, words) for full, score, _, entry, words in out]
@@ -48,14 +49,13 @@ def _held(
     terms: Sequence[analysis.Term],
     candidate: ranking.Candidate,
     entry: Entry,
-    maps: Sequence[ranking.TermMaps],
 ) -> tuple[str, ...]:
-    """The query words a hit holds: from the postings for a document, from its text for an uncommitted entry."""
+    """The query words a hit holds: from ranking's bits for a document, from its text for an uncommitted entry."""
     if candidate.full:
         return tuple(term.word for term in terms)
-    if isinstance(candidate.ref, Entry):
-        return tuple(ranking.held_words(language, entry.text, terms))
-    return tuple(t.word for t, m in zip(terms, maps, strict=True) if m.holds(candidate.ref))
+    if candidate.held is not None:
+        return ranking.held_of(candidate.held, terms)
+    return tuple(ranking.held_words(language, entry.text, terms))
 
 
 def hits(

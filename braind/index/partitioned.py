@@ -11,6 +11,7 @@ to partitions, merges results and owns the layout manifest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import logging
 import os
@@ -42,6 +43,8 @@ _MANIFEST = "manifest.json"
 _OLD = "partitions.old-"
 _KEEP_OLD = 2
 _PARALLEL_MIN_ENTRIES = 4000
+_WARM_LISTS = 50  # posting lists decoded at a time, the partition's lock held: half a millisecond
+_WARM_PAUSE_S = 0.001  # between two such steps, so that searches need not wait for the interpreter
 
 
 def _window(keys: Sequence[str], since: str | None) -> list[str]:
@@ -61,9 +64,9 @@ def _needed_roots(part: Index, roots: Sequence[str] | None) -> Sequence[str] | N
     return None if roots is not None and part.roots() <= set(roots) else roots
 
 
-def _from(candidate: ranking.Candidate, part: Index, maps: list[ranking.TermMaps]) -> ranking.Candidate:
-    """A partition's candidate, marked with where to load it from and its partition's postings."""
-    candidate.source = (part, maps)
+def _from(candidate: ranking.Candidate, part: Index | Combined) -> ranking.Candidate:
+    """A partition's candidate, marked with where to load it from."""
+    candidate.source = part
     return candidate
 
 
@@ -100,6 +103,9 @@ class PartitionedIndex:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._warmer: threading.Thread | None = None
+        self._warm_due = threading.Event()  # set at start and after a rebuild: new segments to read ahead
+        self._warming = False  # while the warmer reads ahead
         self._generation = 0
         self._version = 0
         self._rebuilding = False
@@ -182,14 +188,16 @@ class PartitionedIndex:
     # -- the committer -------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the one thread that commits every partition with queued changes."""
+        """Start the one thread that commits every partition with queued changes, and the one that warms them."""
         self._stopping.clear()
+        self._ask_warm()
+        self._warmer = threading.Thread(target=self._warm_when_due, name="braind-index-warm", daemon=True)
+        self._warmer.start()
         self._thread = threading.Thread(target=self._run, name="braind-index-commit", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        """Warm the searchers, then commit at most every commit_ms while changes arrive; log and retry on errors."""
-        self._warm()
+        """Commit at most every commit_ms while changes arrive; log and retry on errors."""
         while self._wake.wait() and not self._stopping.is_set():
             if self._stopping.wait(self._commit_ms / 1000):
                 return
@@ -209,16 +217,42 @@ class PartitionedIndex:
             finally:
                 self._busy_since = None
 
-    def _warm(self) -> None:
-        """Read what the first searches would (term lexicons, stamps, neighbours), so that they need not."""
-        for part in self._all():
-            if self._stopping.is_set():
-                return
+    def _ask_warm(self) -> None:
+        """Have the warmer read the partitions ahead (status says warming from now on)."""
+        self._warming = True
+        self._warm_due.set()
+
+    def _warm_when_due(self) -> None:
+        """Warm the searchers after the start and after every rebuild, until closed."""
+        while self._warm_due.wait() and not self._stopping.is_set():
+            self._warm_due.clear()
+            self._warming = True
             try:
-                with part.reading:
-                    part.warm()
-            except Exception:  # a cache: a failure here only means the first search reads it
-                log.debug("could not warm a partition", exc_info=True)
+                self._warm()
+            finally:
+                self._warming = self._warm_due.is_set()
+
+    def _warm(self) -> None:
+        """Read what the first searches would (lexicons, stamps, neighbours, then posting lists), newest first."""
+        parts = self._all()[::-1]
+        for part in parts:
+            self._warm_part(part, part.warm)
+        for part in parts:
+            more = True
+            while more and not self._stopping.is_set() and not self._warm_due.is_set():
+                more = bool(self._warm_part(part, functools.partial(part.warm_postings, _WARM_LISTS)))
+                time.sleep(_WARM_PAUSE_S)
+
+    def _warm_part(self, part: Index, warm: Callable[[], Any]) -> Any:
+        """One step of warming a partition, under its lock; None when it failed (a cache: the search reads it)."""
+        if self._stopping.is_set():
+            return None
+        try:
+            with part.reading:
+                return warm()
+        except Exception:
+            log.debug("could not warm a partition", exc_info=True)
+            return None
 
     def damage(self) -> str | None:
         """Why the layout or a partition on disk can no longer be used, or None (a full read: only after a failure)."""
@@ -282,12 +316,14 @@ class PartitionedIndex:
                 self._generation += 1
 
     def close(self) -> None:
-        """Stop the committer, commit what is queued and close every partition."""
+        """Stop the committer and the warmer, commit what is queued and close every partition."""
         self._stopping.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._warm_due.set()
+        for thread in (self._thread, self._warmer):
+            if thread is not None:
+                thread.join()
+        self._thread = self._warmer = None
         for part in self._all():
             part.close()
 
@@ -407,11 +443,12 @@ class PartitionedIndex:
                     ranked = part.rank(maps, weights, each, limit, strict)
                 else:
                     ranked = part.rank(terms, maps, weights, _filters(key, part, since, roots, type), limit, strict)
-                full += [_from(c, part, maps) for c in ranked.full]
-                partial += [_from(c, part, maps) for c in ranked.partial]
+                full += [_from(c, part) for c in ranked.full]
+                partial += [_from(c, part) for c in ranked.partial]
                 total, partial_total = total + ranked.total, partial_total + ranked.partial_total
-            chosen = heapq.nlargest(limit, full) + heapq.nlargest(max(limit - len(full), 0), partial)
-            loaded = [(c, c.source[0].load([c])[0], c.source[1]) for c in chosen]
+            best = ranking.BEST
+            chosen = heapq.nlargest(limit, full, best) + heapq.nlargest(max(limit - len(full), 0), partial, best)
+            loaded = [(c, c.source.load([c])[0]) for c in chosen]
         found = finish_hits(self.language, parsed, loaded)
         ranked = ranking.Ranked([], [], total, partial_total)
         return make_found(self.language, found, terms, stats, ranked, snippet_chars)
@@ -441,6 +478,7 @@ class PartitionedIndex:
         out: dict[str, Any] = {key: sum(s[key] for s in stats) for key in ("entries", "files", "queued", "segments")}
         out["state"] = self._state(any(s["state"] == "closed" for s in stats))
         out["partitions"] = len(stats)
+        out["warming"] = self._warming
         return out
 
     def _state(self, closed: bool) -> str:
@@ -471,10 +509,11 @@ class PartitionedIndex:
             return part.rebuild({path: change for path, change in changed.items() if partition_key(path) == key})
 
     def rebuilt(self) -> None:
-        """Every partition is swapped in: reads see it, and damage found before is repaired."""
+        """Every partition is swapped in: reads see it, damage found before is repaired, its segments are warmed."""
         self._generation += 1
         self._version += 1
         self._damaged = None
+        self._ask_warm()
 
     def end_rebuild(self) -> None:
         """Stop recording writes for partitions not started yet."""

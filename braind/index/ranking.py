@@ -9,14 +9,16 @@ scores of the entries just before it in its file (its context, weighted
 above it. Newer entries break ties. Nothing here touches the
 search engine: the engine hands over, per word and field, the documents that
 hold it with their term weights as arrays, and this module combines them for
-a whole partition at once with NumPy (a count of words held and a score per
-document number), then picks the best few.
+a whole partition at once with NumPy (the words each document holds, a bit
+each, and a score per document number), then picks the best few; a hit's
+held words come with it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +36,8 @@ CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
 CONTEXT_ENTRIES = 2  # how many entries before an entry make its context
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
 _TIE = 1e-9
-_BITS = 64  # query words counted with one bit each
+# The narrowest unsigned type that holds a bit for each query word; past 64 words they are counted.
+_BIT_TYPES = ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
 
 
 @dataclass
@@ -51,16 +54,6 @@ class TermMaps:
         if not len(self.exact[0]):
             return self.longer[0]
         return np.union1d(self.exact[0], self.longer[0])
-
-    def holds(self, docnum: int) -> bool:
-        """Whether a document's own text holds the word."""
-        return _member(self.exact[0], docnum) or _member(self.longer[0], docnum)
-
-
-def _member(ids: np.ndarray, docnum: int) -> bool:
-    """Whether a sorted array holds a number."""
-    at = int(np.searchsorted(ids, docnum))
-    return at < len(ids) and int(ids[at]) == docnum
 
 
 @dataclass(frozen=True)
@@ -108,6 +101,10 @@ class Candidate:
     stamp: int
     ref: Any = field(compare=False)  # a committed document number or an uncommitted Entry
     source: Any = field(default=None, compare=False)  # whatever can load it (a partition)
+    held: int | None = field(default=None, compare=False)  # the query words its text holds, bit i for word i
+
+
+BEST = operator.attrgetter("full", "score", "stamp")  # the order of candidates as a sort key, compared in C
 
 
 @dataclass
@@ -132,76 +129,95 @@ def rank_documents(
     """The best `limit` full matches and (unless strict) the best `limit` partial ones of one partition; counts.
 
     `allowed` says which document numbers the request may see (window, roots, type, not tombstoned);
-    `neighbours` give, for each document, the one before it in its file, the one before that, ... (-1: none).
+    `neighbours` give, for each document, the one before it in its file, the one before that, ... (the number
+    of documents, one past the last, for none).
+    Partial matches are not ranked when `limit` documents match fully: no partial one is shown then.
     """
     size = len(allowed)
-    count = _counts(maps, size)
-    full = np.flatnonzero((count == len(maps)) & allowed)
-    partial = np.flatnonzero((count > 0) & (count < len(maps)) & allowed) if len(maps) > 1 else full[:0]
+    held = _held(maps, size)
+    docs = np.flatnonzero((held != 0) & allowed)  # of a bool array: several times faster
+    words = held[docs]
+    is_full = words == _every(len(maps), held.dtype)
+    full, partial = docs[is_full], docs[~is_full]
     if not len(full) and (strict or not len(partial)):
         return Ranked([], [], 0, len(partial))
     text = _scores(maps, weights, size)
-    top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True)
-    top_partial = [] if strict else _top(partial, _with_context(partial, text, neighbours), stamps, limit, False)
+    bits = None if held.dtype == np.int64 else words
+    top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True, _part(bits, is_full))
+    top_partial: list[Candidate] = []
+    if not strict and len(full) < limit:
+        partial_bits = _part(bits, ~is_full)
+        top_partial = _top(partial, _with_context(partial, text, neighbours), stamps, limit, False, partial_bits)
     return Ranked(top_full, top_partial, len(full), len(partial))
 
 
-def _counts(maps: Sequence[TermMaps], size: int) -> np.ndarray:
-    """How many of the query words each document holds (its stem or a longer word it begins, once per word)."""
-    if len(maps) > _BITS:  # beyond one bit a word: count each word's documents, deduplicated
-        return np.bincount(np.concatenate([m.holders() for m in maps]), minlength=size)
-    bits = np.zeros(size, dtype=np.uint64)
+def _held(maps: Sequence[TermMaps], size: int) -> np.ndarray:
+    """The query words each document's own text holds: bit i for word i, or (past 64 words) how many."""
+    dtype = next((kind for bits, kind in _BIT_TYPES if len(maps) <= bits), None)
+    if dtype is None:  # count each word's documents, deduplicated
+        return np.bincount(np.concatenate([m.holders() for m in maps]), minlength=size).astype(np.int64)
+    held: np.ndarray = np.zeros(size, dtype=dtype)
     for bit, term_maps in enumerate(maps):
-        flag = np.uint64(1 << bit)
+        flag = held.dtype.type(1 << bit)
         for ids in (term_maps.exact[0], term_maps.longer[0]):
-            bits[ids] = bits[ids] | flag
-    return np.bitwise_count(bits) if hasattr(np, "bitwise_count") else _popcount(bits)
+            if len(ids):
+                held[ids] |= flag
+    return held
 
 
-def _popcount(bits: np.ndarray) -> np.ndarray:
-    """Set bits of each number (NumPy before 2.0 has no bitwise_count)."""
-    count = np.zeros(len(bits), dtype=np.int64)
-    while bits.any():
-        count += (bits & np.uint64(1)).astype(np.int64)
-        bits = bits >> np.uint64(1)
-    return count
+def _every(count: int, dtype: np.dtype[Any]) -> Any:
+    """What `_held` gives a document holding every one of `count` words."""
+    return count if dtype == np.int64 else dtype.type((1 << count) - 1)
+
+
+def _part(bits: np.ndarray | None, chosen: np.ndarray) -> np.ndarray | None:
+    """Some documents' held words (None when they are counts, not bits)."""
+    return None if bits is None else bits[chosen]
 
 
 def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
     """The scores of some documents: their own plus CONTEXT_WEIGHT times those of the entries before them."""
     score: np.ndarray = text[docs]
-    for before in neighbours:
-        found = before[docs]
-        score += CONTEXT_WEIGHT * np.where(found >= 0, text[found], 0.0)  # -1: no entry before
+    if neighbours:  # summed as score_entry() sums an uncommitted entry's context
+        context = sum((text[previous[docs]] for previous in neighbours[1:]), text[neighbours[0][docs]])
+        score += CONTEXT_WEIGHT * context  # none before: the zero one past the last document
     return score
 
 
 def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int) -> np.ndarray:
-    """Every document's own score: each word's weights in its text, times the word's idfs."""
-    ids: list[np.ndarray] = []
-    values: list[np.ndarray] = []
+    """Every document's own score: each word's weights in its text, times the word's idfs; then a zero."""
+    text = np.zeros(size + 1)
     for term_maps, term_weights in zip(maps, weights, strict=True):
         for (found, weight), scale in (
             (term_maps.exact, term_weights.exact),
             (term_maps.longer, term_weights.longer),
         ):
             if len(found):
-                ids.append(found)
-                values.append(weight * scale)
-    if not ids:
-        return np.zeros(size)
-    return np.bincount(np.concatenate(ids), weights=np.concatenate(values), minlength=size)
+                text[found] += weight * scale  # a list's numbers are distinct
+    return text
 
 
-def _top(docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, full: bool) -> list[Candidate]:
+def _top(
+    docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, full: bool, bits: np.ndarray | None
+) -> list[Candidate]:
     """The `limit` best documents (`score` holds theirs), newer first among equal scores (rounded: sums tie)."""
+    if len(docs) > limit:  # the best few and whatever ties them, chosen before rounding: a generous cut
+        cut = np.partition(score, len(score) - limit)[len(score) - limit] - 10 * _TIE
+        keep = np.flatnonzero(score >= cut)
+        docs, score = docs[keep], score[keep]
+        bits = None if bits is None else bits[keep]
     scores = np.round(score, 9)
-    if len(docs) > limit:
-        cut = np.partition(scores, len(scores) - limit)[len(scores) - limit] - _TIE
-        keep = scores >= cut
-        docs, scores = docs[keep], scores[keep]
     order = np.lexsort((stamps[docs], scores))[::-1][:limit]
-    return [Candidate(full, float(scores[i]), int(stamps[docs[i]]), int(docs[i])) for i in order]
+    held = [None] * len(order) if bits is None else bits[order].tolist()
+    return [
+        Candidate(full, float(scores[i]), int(stamps[docs[i]]), int(docs[i]), held=words)
+        for i, words in zip(order, held, strict=True)
+    ]
+
+
+def held_of(held: int, terms: Sequence[Term]) -> tuple[str, ...]:
+    """The query words of a bit mask from ranking, as the query wrote them."""
+    return tuple(term.word for bit, term in enumerate(terms) if held >> bit & 1)
 
 
 def score_entry(
@@ -262,11 +278,15 @@ def _saturate(frequency: int, norm: float, k1: float) -> float:
     return (k1 + 1) * frequency / (frequency + norm) if frequency else 0.0
 
 
-def phrase_bonus(language: Language, text: str, query: Query) -> float:
-    """A bonus for each pair of consecutive query words (stopwords too) that stand together in the text."""
+def phrase_pairs(query: Query) -> tuple[tuple[str, str], ...]:
+    """The pairs of consecutive query words (stopwords too) whose standing together earns the phrase bonus."""
     words = [term.keys[0] for term in query.terms if not term.cjk]
-    pairs = set(itertools.pairwise(words))
-    return PHRASE_BONUS * sum(language.stand_together(text, first, second) for first, second in pairs)
+    return tuple(dict.fromkeys(itertools.pairwise(words)))
+
+
+def phrase_bonus(language: Language, text: str, pairs: Sequence[tuple[str, str]]) -> float:
+    """A bonus for each pair of consecutive query words that stand together in the text."""
+    return PHRASE_BONUS * language.pairs_together(text, pairs)
 
 
 def held_words(language: Language, text: str, terms: Sequence[Term]) -> list[str]:

@@ -13,7 +13,7 @@ whole, which is rare: old days are edited seldom.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,7 +45,10 @@ class Combined:
         self._stamps = np.concatenate([view.stamps() for view in views])
         self._neighbours = [
             np.concatenate(
-                [_shifted(view.neighbours()[step], offset) for view, offset in zip(views, self._offsets, strict=True)]
+                [
+                    _shifted(view.neighbours()[step], view.size, offset, self.size)
+                    for view, offset in zip(views, self._offsets, strict=True)
+                ]
             )
             for step in range(ranking.CONTEXT_ENTRIES)
         ]
@@ -58,16 +61,16 @@ class Combined:
         return maps, [ranking.stats_of(m, self.documents) for m in maps]
 
     def _term_maps(self, term: analysis.Term) -> ranking.TermMaps:
-        """One word's postings, its partitions' lists put end to end."""
-        exact = self._words.get(("exact", term.cjk, term.keys), lambda: self._joined(term, lambda m: m.exact))
-        longer = self._words.get(("longer", term.cjk, term.keys), lambda: self._joined(term, lambda m: m.longer))
-        return ranking.TermMaps(exact, longer)
+        """One word's postings, its partitions' lists put end to end (each partition read once per word)."""
+        exact_ids, exact, longer_ids, longer = self._words.get((term.cjk, term.keys), lambda: self._joined(term))
+        return ranking.TermMaps((exact_ids, exact), (longer_ids, longer))
 
-    def _joined(self, term: analysis.Term, pick: Callable[[ranking.TermMaps], ranking.Postings]) -> ranking.Postings:
-        """One kind of a word's postings from every partition, document numbers shifted to this space."""
-        found = [pick(part.word_maps(term)) for part in self.parts]
-        ids = np.concatenate([ids + offset for (ids, _), offset in zip(found, self._offsets, strict=True)])
-        return ids, np.concatenate([weights for _, weights in found])
+    def _joined(self, term: analysis.Term) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """A word's postings from every partition, document numbers shifted to this space."""
+        found = [part.word_maps(term) for part in self.parts]
+        exact = _concatenated([m.exact for m in found], self._offsets)
+        longer = _concatenated([m.longer for m in found], self._offsets)
+        return exact[0], exact[1], longer[0], longer[1]
 
     def rank(
         self,
@@ -103,9 +106,15 @@ class Combined:
         return self.parts[at].entry_of(docnum - int(self._offsets[at]))
 
 
-def _shifted(before: np.ndarray, offset: int) -> np.ndarray:
-    """A partition's neighbour numbers in the combined space (-1 stays: no entry before)."""
-    return np.where(before >= 0, before + offset, -1)
+def _concatenated(lists: Sequence[ranking.Postings], offsets: Sequence[int]) -> ranking.Postings:
+    """Partitions' postings end to end, each one's document numbers shifted by its offset."""
+    ids = np.concatenate([ids + offset for (ids, _), offset in zip(lists, offsets, strict=True)])
+    return ids, np.concatenate([weights for _, weights in lists])
+
+
+def _shifted(before: np.ndarray, size: int, offset: int, total: int) -> np.ndarray:
+    """A partition's neighbour numbers in the combined space (its `size`, no entry before, becomes `total`)."""
+    return np.where(before < size, before + offset, total)
 
 
 def key_of(parts: Sequence[Any]) -> Hashable:

@@ -354,7 +354,7 @@ class Index(Searching):
             ranked = self.rank(terms, maps, [ranking.weights_of(st) for st in stats], filters, limit, strict)
             chosen = (ranked.full + ranked.partial)[:limit]
             loaded = self.load(chosen)
-        found = finish_hits(self.language, parsed, [(c, e, maps) for c, e in zip(chosen, loaded, strict=True)])
+        found = finish_hits(self.language, parsed, list(zip(chosen, loaded, strict=True)))
         return make_found(self.language, found, terms, stats, ranked, snippet_chars)
 
     def stats(self) -> dict[str, Any]:

@@ -8,17 +8,14 @@ one least-recently-used budget of bytes (segments never change but by
 deletions, so a commit costs only the new segment's reads), and BM25's term
 weight (saturated frequency over normalised length) is computed for a
 whole list at once with NumPy. The idf is left to the caller, which takes it
-from every partition a query covers.
+from every partition a query covers. A segment whose posting table was built
+ahead of searches (`tables`) is read from it instead: a slice, no decode.
 """
 
 from __future__ import annotations
 
 import bisect
-import io
-import pickle
-import struct
 import threading
-import zlib
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
@@ -26,105 +23,28 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
-from whoosh.filedb.filetables import OrderedHashReader
 from whoosh.reading import TermNotFound
-from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length
 
 from braind.index import analysis, ranking
 from braind.index.whoosh import compat
+from braind.index.whoosh.decoding import Ids, Values, decode
+from braind.index.whoosh.lexicon import Lexicon
+from braind.index.whoosh.tables import TableBuilder, tables_bytes
 
 EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
 K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.score_entry computes them
 Made = TypeVar("Made")
-Ids = np.ndarray  # document numbers, sorted, distinct
-Values = np.ndarray  # one float per document number
+Arrays = TypeVar("Arrays", bound=tuple[np.ndarray, ...])
 
 CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
+WARM_BYTES = 24 << 20  # posting tables built ahead of any search, all segments together
 VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
-_RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and value lengths
-_BLOCK = struct.Struct("!i")  # a posting block starts with its length, negative for the last one
-_MAGIC = b"W3Bl"  # a W3 posting list starts with it
-_FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
-_SAMPLE = 16  # every 16th term is kept as bytes: a bisection, then at most 16 steps
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
 _EMPTY_VALUES = np.zeros(0, dtype=np.float32)
-
-
-class Lexicon:
-    """One field's terms in one segment with their term infos, read into memory in one go.
-
-    Whoosh finds a term by a binary search or a hash lookup that reads the file a
-    few bytes at a time, and each query word expands to several terms in every
-    segment it touches; the field's run of the sorted terms file (a few hundred
-    KB per month of diary) makes each a bisection in memory.
-    """
-
-    def __init__(self, data: bytes = b"", starts: array[int] | None = None) -> None:
-        self._data = data
-        self._starts = array("I") if starts is None else starts  # where each record begins, in term order
-        self._sample = [self._term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
-
-    @classmethod
-    def read(cls, reader: Any, field: str) -> Lexicon | None:
-        """The lexicon of a W3 segment reader's field; None for readers of another kind."""
-        terms = compat.segment_terms(reader)
-        table = compat.term_table(terms)
-        if not isinstance(table, OrderedHashReader):
-            return None
-        number = compat.field_number(terms, field)
-        if number is None:
-            return cls()
-        begin = table.closest_key_pos(pack_ushort(number))
-        after = table.closest_key_pos(pack_ushort(number + 1)) if number < 0xFFFF else None
-        begin = table.endofdata if begin is None else begin
-        end = table.endofdata if after is None else after
-        data = table.dbfile.get(begin, end - begin) if end > begin else b""
-        return cls(data, _record_starts(data))
-
-    def __len__(self) -> int:
-        return len(self._starts)
-
-    def _term(self, index: int) -> bytes:
-        """The term of one record."""
-        start = self._starts[index]
-        keylen = _RECORD.unpack_from(self._data, start)[0]
-        return self._data[start + _RECORD.size + _FIELD_NUMBER : start + _RECORD.size + keylen]
-
-    def _info(self, index: int) -> bytes:
-        """The encoded term info of one record."""
-        start = self._starts[index]
-        keylen, infolen = _RECORD.unpack_from(self._data, start)
-        begin = start + _RECORD.size + keylen
-        return self._data[begin : begin + infolen]
-
-    def infos(self, text: bytes, prefix: bool) -> list[tuple[bytes, bytes]]:
-        """(term, encoded term info) of the term, or of every term that begins with it."""
-        found: list[tuple[bytes, bytes]] = []
-        index = max(0, bisect.bisect_left(self._sample, text) - 1) * _SAMPLE
-        while index < len(self._starts) and self._term(index) < text:
-            index += 1
-        while index < len(self._starts):
-            term = self._term(index)
-            if not (term.startswith(text) if prefix else term == text):
-                break
-            found.append((term, self._info(index)))
-            index += 1
-        return found
-
-
-def _record_starts(data: bytes) -> array[int]:
-    """Where each key/value record of a run of a terms file begins."""
-    starts = array("I")
-    position, size, unpack = 0, len(data), _RECORD.unpack_from
-    while position < size:
-        starts.append(position)
-        keylen, infolen = unpack(data, position)
-        position += _RECORD.size + keylen + infolen
-    return starts
 
 
 class SegmentCache:
@@ -140,6 +60,18 @@ class SegmentCache:
         if found is None:
             found = self._items[key] = read(reader, field)
         return found
+
+    def find(self, reader: Any, name: str, field: str) -> Any:
+        """The item `name` of a segment's field if it was made, else None."""
+        return self._items.get((_segment_id(reader), name, field))
+
+    def put(self, reader: Any, name: str, field: str, item: Any) -> None:
+        """Keep an item made elsewhere (None forgets it)."""
+        key = (_segment_id(reader), name, field)
+        if item is None:
+            self._items.pop(key, None)
+        else:
+            self._items[key] = item
 
     def keep(self, live: set[Any]) -> None:
         """Forget the items of segments that were merged away or deleted."""
@@ -171,33 +103,43 @@ class _StoredDocuments:
 
 
 class ArrayCache:
-    """Pairs of arrays by key, the least recently used dropped beyond a budget of bytes."""
+    """Tuples of arrays by key, the least recently used dropped beyond a budget of bytes."""
 
     def __init__(self, budget: int) -> None:
         self._budget = budget
-        self._lists: OrderedDict[Hashable, tuple[Ids, Values]] = OrderedDict()
+        self._lists: OrderedDict[Hashable, tuple[np.ndarray, ...]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()  # partitions are searched from several threads
 
-    def get(self, key: Hashable, read: Callable[[], tuple[Ids, Values]]) -> tuple[Ids, Values]:
+    @property
+    def held(self) -> int:
+        """The bytes held now."""
+        return self._held
+
+    def get(self, key: Hashable, read: Callable[[], Arrays]) -> Arrays:
         """The arrays of a key, made by `read` on a miss."""
         with self._lock:
             found = self._lists.get(key)
             if found is not None:
                 self._lists.move_to_end(key)
-                return found
-        found = read()
-        size = found[0].nbytes + found[1].nbytes
+                return cast(Arrays, found)
+        made = read()
+        size = _nbytes(made)
         if size > self._budget:
-            return found
+            return made
         with self._lock:
             old = self._lists.pop(key, None)
-            self._held += size - (0 if old is None else old[0].nbytes + old[1].nbytes)
-            self._lists[key] = found
+            self._held += size - (0 if old is None else _nbytes(old))
+            self._lists[key] = made
             while self._held > self._budget:
-                _, (ids, values) = self._lists.popitem(last=False)
-                self._held -= ids.nbytes + values.nbytes
-        return found
+                _, dropped = self._lists.popitem(last=False)
+                self._held -= _nbytes(dropped)
+        return made
+
+
+def _nbytes(arrays: tuple[np.ndarray, ...]) -> int:
+    """The bytes a tuple of arrays holds."""
+    return sum(array.nbytes for array in arrays)
 
 
 _STORED = _StoredDocuments(STORED_DOCUMENTS)
@@ -250,12 +192,7 @@ class SearcherView:
         parts_values: list[Values] = []
         encoded = key.encode()
         for sub, offset in self._leaves:
-            reader = sub.reader()
-            lists = [
-                self._segment_postings(reader, field, term, info)
-                for term, info in self._infos(reader, field, encoded, mode != EXACT)
-                if not (mode == LONGER and term == encoded)
-            ]
+            lists = self._segment_lists(sub.reader(), field, encoded, mode)
             if not lists:
                 continue
             ids, values = lists[0] if len(lists) == 1 else _summed(lists)
@@ -280,6 +217,19 @@ class SearcherView:
             values += weights[np.searchsorted(other, ids)]
         return ids, values
 
+    def _segment_lists(self, reader: Any, field: str, encoded: bytes, mode: str) -> list[tuple[Ids, Values]]:
+        """One segment's lists of a term (EXACT) or of the longer terms it begins (LONGER, PREFIX: both)."""
+        table = self._segments.find(reader, "table", field)
+        if table is not None:
+            lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
+            found = lexicon.find(encoded, mode != EXACT)
+            return [table.postings(i) for i in found if not (mode == LONGER and lexicon.term(i) == encoded)]
+        return [
+            self._segment_postings(reader, field, term, info)
+            for term, info in self._infos(reader, field, encoded, mode != EXACT)
+            if not (mode == LONGER and term == encoded)
+        ]
+
     def _infos(self, reader: Any, field: str, text: bytes, prefix: bool) -> list[tuple[bytes, Any]]:
         """(term, term info) of the term, or of every term beginning with it, in one segment."""
         lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
@@ -296,7 +246,7 @@ class SearcherView:
     def _segment_postings(self, reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
         """One segment's decoded posting list of a term (segment-local document numbers, frequencies)."""
         key = (_segment_id(reader), field, term)
-        return _POSTINGS.get(key, lambda: _decode(reader, field, term, info))
+        return _POSTINGS.get(key, lambda: decode(reader, field, term, info))
 
     def term_docs(self, field: str, term: str) -> set[int]:
         """Live documents whose field holds a term (a file's path, a status), read from the postings directly."""
@@ -351,8 +301,32 @@ class SearcherView:
         self.norms(analysis.FIELD)
         self.neighbours()
 
+    def warm_postings(self, count: int) -> bool:
+        """Decode `count` more lists into the posting table of the first segment that lacks one.
+
+        What the first searches of new words would decode, done ahead of them; False when every
+        segment has its table or WARM_BYTES are held by tables.
+        """
+        for sub, _ in self._leaves:
+            reader = sub.reader()
+            lexicon = self._segments.get(reader, "lexicon", analysis.FIELD, Lexicon.read)
+            if lexicon is None or self._segments.find(reader, "table", analysis.FIELD) is not None:
+                continue
+            builder = self._segments.find(reader, "table-builder", analysis.FIELD)
+            if builder is None:
+                if tables_bytes() >= WARM_BYTES:
+                    return False
+                builder = TableBuilder(lexicon)
+                self._segments.put(reader, "table-builder", analysis.FIELD, builder)
+            table = builder.step(reader, count)
+            if table is not None:
+                self._segments.put(reader, "table", analysis.FIELD, table)
+                self._segments.put(reader, "table-builder", analysis.FIELD, None)
+            return True
+        return False
+
     def neighbours(self, count: int = 2) -> list[np.ndarray]:
-        """For each document, the entry just before it in its file, the one before that, ... (-1 for none).
+        """For each document, the entry just before it in its file, the one before that, ... (`size` for none).
 
         Made once per searcher from two columns (a file's key and the line): sorted by file then line,
         each entry's predecessors are the live entries of the same file just before it.
@@ -364,7 +338,7 @@ class SearcherView:
             order = live[np.lexsort((lines[live], keys[live]))]
             found = []
             for step in range(1, count + 1):
-                before = np.full(self.size, -1, dtype=np.int64)
+                before = np.full(self.size, self.size, dtype=np.int64)  # one past the last: ranking's zero
                 same = keys[order[step:]] == keys[order[:-step]]
                 before[order[step:][same]] = order[:-step][same]
                 found.append(before)
@@ -414,68 +388,6 @@ def _summed(lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
     values = np.concatenate([values for _, values in lists])
     merged, where = np.unique(ids, return_inverse=True)
     return merged, np.bincount(where, weights=values).astype(np.float32)
-
-
-def _decode(reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
-    """A term's posting list in one segment: inlined in its term info, or blocks read in one go."""
-    if info.is_inlined():
-        ids, weights, _ = info.inlined_postings()
-        return np.array(ids, dtype=np.uint32), np.array(weights, dtype=np.float32)
-    terms = compat.segment_terms(reader)
-    if terms is None or not compat.has_postings_file(terms):  # not a W3 segment
-        return _matcher_postings(reader.postings(field, term))
-    offset, length = info.extent()
-    length = length[0] if isinstance(length, tuple) else length  # this Whoosh decodes it as a 1-tuple
-    return _blocks(compat.posting_bytes(terms, offset, length))
-
-
-def _blocks(data: bytes) -> tuple[Ids, Values]:
-    """Decode a W3 posting list: blocks of (length, pickled info, pickled or zlib data of delta ids and weights)."""
-    if not data.startswith(_MAGIC):
-        raise ValueError("not a W3 posting list")
-    stream = io.BytesIO(data)
-    position, ids_parts, weight_parts = len(_MAGIC), [], []
-    while True:
-        (size,) = _BLOCK.unpack_from(data, position)
-        stream.seek(position + _BLOCK.size)
-        count, _, _, compression, _, _ = pickle.load(stream)
-        end = position + _BLOCK.size + abs(size)
-        body = data[stream.tell() : end]
-        deltas, weights, _ = pickle.loads(zlib.decompress(body) if compression else body)
-        ids_parts.append(np.cumsum(_uints(deltas), dtype=np.uint32))  # each block counts from 0
-        weight_parts.append(_weights(weights, count))
-        if size < 0:
-            break
-        position = end
-    return np.concatenate(ids_parts), np.concatenate(weight_parts)
-
-
-def _uints(deltas: Any) -> np.ndarray:
-    """A block's delta-encoded numbers: an array's bytes as they are (braind's writer), or a tuple (Whoosh's)."""
-    if isinstance(deltas, array) and deltas.typecode == "I":
-        return np.frombuffer(deltas, dtype=np.uint32)
-    return np.array(deltas, dtype=np.uint32)
-
-
-def _weights(weights: Any, count: int) -> Values:
-    """A block's weights: None for all ones, one float for all equal, else one each (an array or a tuple)."""
-    if weights is None:
-        return np.ones(count, dtype=np.float32)
-    if isinstance(weights, float):
-        return np.full(count, weights, dtype=np.float32)
-    if isinstance(weights, array) and weights.typecode == "f":
-        return np.frombuffer(weights, dtype=np.float32)
-    return np.array(weights, dtype=np.float32)
-
-
-def _matcher_postings(matcher: Any) -> tuple[Ids, Values]:
-    """Any Whoosh matcher's postings, one at a time (segments of another codec)."""
-    ids, weights = array("I"), array("f")
-    while matcher.is_active():
-        ids.append(matcher.id())
-        weights.append(matcher.weight())
-        matcher.next()
-    return np.frombuffer(ids, dtype=np.uint32).copy(), np.frombuffer(weights, dtype=np.float32).copy()
 
 
 def _segment_id(reader: Any) -> Any:

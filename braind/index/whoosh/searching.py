@@ -99,8 +99,8 @@ class Searching:
                 ranked.partial_total += 1
                 if not strict:
                     ranked.partial.append(ranking.Candidate(False, round(score, 9), stamp(entry), entry))
-        ranked.full.sort(reverse=True)
-        ranked.partial.sort(reverse=True)
+        ranked.full.sort(key=ranking.BEST, reverse=True)
+        ranked.partial.sort(key=ranking.BEST, reverse=True)
         return ranked
 
     def quiet(self) -> bool:
@@ -117,6 +117,11 @@ class Searching:
         """Read the searcher's per-segment lexicons and per-document arrays now (caller holds `reading`)."""
         self._check_open()
         self._view_now().warm()
+
+    def warm_postings(self, count: int) -> bool:
+        """Decode some posting lists ahead of searches; False when there is nothing left (hold `reading`)."""
+        self._check_open()
+        return self._view_now().warm_postings(count)
 
     def entry_documents(self) -> int:
         """How many entry documents the searcher holds (caller holds `reading`)."""

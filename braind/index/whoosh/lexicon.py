@@ -1,0 +1,98 @@
+"""One field's term table of a W3 segment, read into memory in one go and searched by bisection."""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from array import array
+from typing import Any
+
+from whoosh.filedb.filetables import OrderedHashReader
+from whoosh.system import pack_ushort
+
+from braind.index.whoosh import compat
+
+_RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and value lengths
+_FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
+_SAMPLE = 16  # every 16th term is kept as bytes: a bisection, then at most 16 steps
+
+
+class Lexicon:
+    """One field's terms in one segment with their term infos, read into memory in one go.
+
+    Whoosh finds a term by a binary search or a hash lookup that reads the file a
+    few bytes at a time, and each query word expands to several terms in every
+    segment it touches; the field's run of the sorted terms file (a few hundred
+    KB per month of diary) makes each a bisection in memory.
+    """
+
+    def __init__(self, data: bytes = b"", starts: array[int] | None = None) -> None:
+        self._data = data
+        self._starts = array("I") if starts is None else starts  # where each record begins, in term order
+        self._sample = [self._term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
+
+    @classmethod
+    def read(cls, reader: Any, field: str) -> Lexicon | None:
+        """The lexicon of a W3 segment reader's field; None for readers of another kind."""
+        terms = compat.segment_terms(reader)
+        table = compat.term_table(terms)
+        if not isinstance(table, OrderedHashReader):
+            return None
+        number = compat.field_number(terms, field)
+        if number is None:
+            return cls()
+        begin = table.closest_key_pos(pack_ushort(number))
+        after = table.closest_key_pos(pack_ushort(number + 1)) if number < 0xFFFF else None
+        begin = table.endofdata if begin is None else begin
+        end = table.endofdata if after is None else after
+        data = table.dbfile.get(begin, end - begin) if end > begin else b""
+        return cls(data, _record_starts(data))
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def _term(self, index: int) -> bytes:
+        """The term of one record."""
+        start = self._starts[index]
+        keylen = _RECORD.unpack_from(self._data, start)[0]
+        return self._data[start + _RECORD.size + _FIELD_NUMBER : start + _RECORD.size + keylen]
+
+    def _info(self, index: int) -> bytes:
+        """The encoded term info of one record."""
+        start = self._starts[index]
+        keylen, infolen = _RECORD.unpack_from(self._data, start)
+        begin = start + _RECORD.size + keylen
+        return self._data[begin : begin + infolen]
+
+    def term(self, index: int) -> bytes:
+        """The term of one record, in term order."""
+        return self._term(index)
+
+    def entry(self, index: int) -> tuple[bytes, bytes]:
+        """The term and encoded term info of one record, in term order."""
+        return self._term(index), self._info(index)
+
+    def find(self, text: bytes, prefix: bool) -> range:
+        """Where the term is, or every term that begins with it, in term order."""
+        index = max(0, bisect.bisect_left(self._sample, text) - 1) * _SAMPLE
+        while index < len(self._starts) and self._term(index) < text:
+            index += 1
+        end = index
+        while end < len(self._starts) and (self._term(end).startswith(text) if prefix else self._term(end) == text):
+            end += 1
+        return range(index, end)
+
+    def infos(self, text: bytes, prefix: bool) -> list[tuple[bytes, bytes]]:
+        """(term, encoded term info) of the term, or of every term that begins with it."""
+        return [self.entry(index) for index in self.find(text, prefix)]
+
+
+def _record_starts(data: bytes) -> array[int]:
+    """Where each key/value record of a run of a terms file begins."""
+    starts = array("I")
+    position, size, unpack = 0, len(data), _RECORD.unpack_from
+    while position < size:
+        starts.append(position)
+        keylen, infolen = unpack(data, position)
+        position += _RECORD.size + keylen + infolen
+    return starts
