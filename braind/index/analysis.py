@@ -130,11 +130,11 @@ class Language:
         self.codes = codes
         self._local = threading.local()  # a stemmer is not thread-safe: one set per thread
         self.stopwords = frozenset(fold(word) for code in codes for word in stopwords(code))
+        self._stem: Callable[[str], str] | None = None
         self.stems: Callable[[str], tuple[str, ...]] = lru_cache(maxsize=_STEM_CACHE)(self._stems)
-        # One language: each word has one stem, so texts are stemmed by a map in C.
-        self._stem: Callable[[str], str] | None = (
-            lru_cache(maxsize=_STEM_CACHE)(self._first) if len(codes) == 1 else None
-        )
+        if len(codes) == 1:  # one stem a word: texts are stemmed by a map in C, over one cache
+            stem = self._stem = lru_cache(maxsize=_STEM_CACHE)(self._first)
+            self.stems = lambda word: (stem(word),)
 
     def _stems(self, word: str) -> tuple[str, ...]:
         """The distinct stems of a folded word, first language first."""
@@ -240,6 +240,8 @@ class Language:
 
     def pairs_together(self, text: str, pairs: Sequence[tuple[str, str]]) -> int:
         """How many of the pairs of stems stand in the text as consecutive words."""
+        if not pairs:
+            return 0
         words = _terms_cache(self, text)[0] + "\n"
         return sum(f"\n{first}\n{second}\n" in words for first, second in pairs)
 

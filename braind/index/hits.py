@@ -37,7 +37,7 @@ def finish_hits(
     out = []
     pairs = ranking.phrase_pairs(query)
     for candidate, entry in chosen:
-        bonus = ranking.phrase_bonus(language, entry.text, pairs) if pairs else 0.0
+        bonus = ranking.phrase_bonus(language, entry.text, pairs)
         words = _held(language, query.required, candidate, entry)
         out.append((candidate.full, candidate.score + bonus, candidate.stamp, entry, words))
     out.sort(key=lambda item: (item[0], round(item[1], 9), item[2]), reverse=True)

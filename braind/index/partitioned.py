@@ -226,7 +226,6 @@ class PartitionedIndex:
         """Warm the searchers after the start and after every rebuild, until closed."""
         while self._warm_due.wait() and not self._stopping.is_set():
             self._warm_due.clear()
-            self._warming = True
             try:
                 self._warm()
             finally:

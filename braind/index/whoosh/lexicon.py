@@ -29,7 +29,7 @@ class Lexicon:
     def __init__(self, data: bytes = b"", starts: array[int] | None = None) -> None:
         self._data = data
         self._starts = array("I") if starts is None else starts  # where each record begins, in term order
-        self._sample = [self._term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
+        self._sample = [self.term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
 
     @classmethod
     def read(cls, reader: Any, field: str) -> Lexicon | None:
@@ -51,8 +51,8 @@ class Lexicon:
     def __len__(self) -> int:
         return len(self._starts)
 
-    def _term(self, index: int) -> bytes:
-        """The term of one record."""
+    def term(self, index: int) -> bytes:
+        """The term of one record, in term order."""
         start = self._starts[index]
         keylen = _RECORD.unpack_from(self._data, start)[0]
         return self._data[start + _RECORD.size + _FIELD_NUMBER : start + _RECORD.size + keylen]
@@ -64,21 +64,17 @@ class Lexicon:
         begin = start + _RECORD.size + keylen
         return self._data[begin : begin + infolen]
 
-    def term(self, index: int) -> bytes:
-        """The term of one record, in term order."""
-        return self._term(index)
-
     def entry(self, index: int) -> tuple[bytes, bytes]:
         """The term and encoded term info of one record, in term order."""
-        return self._term(index), self._info(index)
+        return self.term(index), self._info(index)
 
     def find(self, text: bytes, prefix: bool) -> range:
         """Where the term is, or every term that begins with it, in term order."""
         index = max(0, bisect.bisect_left(self._sample, text) - 1) * _SAMPLE
-        while index < len(self._starts) and self._term(index) < text:
+        while index < len(self._starts) and self.term(index) < text:
             index += 1
         end = index
-        while end < len(self._starts) and (self._term(end).startswith(text) if prefix else self._term(end) == text):
+        while end < len(self._starts) and (self.term(end).startswith(text) if prefix else self.term(end) == text):
             end += 1
         return range(index, end)
 

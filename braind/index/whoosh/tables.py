@@ -61,8 +61,8 @@ class TableBuilder:
         for index in range(done, min(len(self._lexicon), done + count)):
             term, info = self._lexicon.entry(index)
             ids, frequencies = decode(reader, analysis.FIELD, term, W3TermInfo.from_bytes(info))
-            self._ids.frombytes(ids.astype(np.uint32).tobytes())
-            self._frequencies.frombytes(frequencies.astype(np.float32).tobytes())
+            self._ids.frombytes(ids.astype(np.uint32, copy=False).tobytes())
+            self._frequencies.frombytes(frequencies.astype(np.float32, copy=False).tobytes())
             self._starts.append(len(self._ids))
         if len(self._starts) - 1 < len(self._lexicon):
             return None
