@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from braind.errors import InvalidParams
+from braind.index import rebuilding
 from braind.index.api import FileRecord
 from braind.index.partitioned import PartitionedIndex
 from braind.index.rebuilding import OTHER, partition_key
@@ -124,6 +125,29 @@ def test_writes_committed_before_their_partition_starts_rebuilding_are_kept(tmp_
         wait_until(lambda: ix.generation > written)  # committed before the month's rebuild starts
         rebuild.finish()
         assert [h.entry.text for h in ix.search("walnut", since=None).hits] == ["written during the rebuild walnut"]
+    finally:
+        ix.close()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_year_read_in_pickled_chunks_is_built_whole_and_in_order(
+    tmp_path: Path, parallel: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rebuilding, "CHUNK_ENTRIES", 3)  # every few entries, the chunk so far is pickled
+    ix = PartitionedIndex(tmp_path / "s", "test", parallel_min_entries=0 if parallel else 10**9)
+    ix.open()
+    try:
+        rebuild = ix.rebuild()
+        days = [f"2025-03-{day:02d}" for day in range(1, 11)]
+        for day in days:
+            rebuild.add(*day_file(day, f"medlar {day} morning", f"medlar {day} evening"))
+        rebuild.add(*day_file("2026-01-01", "medlar new year"))
+        rebuild.finish()
+        found = ix.search("medlar", since=None, limit=50)
+        assert found.total == 21 and ix.stats()["entries"] == 21
+        assert sorted((h.entry.date, h.entry.line) for h in found.hits if h.entry.date < "2026") == [
+            (day, line) for day in days for line in (1, 2)
+        ]
     finally:
         ix.close()
 
@@ -283,12 +307,15 @@ def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a
         first.replace_file(*day_file(f"{year}-03-01", f"{word} tea", "harbour"))
     first.close()
     again = PartitionedIndex(tmp_path / "state", "test")
+    warmed: list[int] = []
+    again.on_warmed = lambda: warmed.append(_tabled(again))
     again.open()
     again.start()
     try:
         assert again.stats()["warming"] is True  # from the start on, until the warmer is through
         wait_until(lambda: _tabled(again) == 3, 15, "a posting table for each partition's segment")
         wait_until(lambda: again.stats()["warming"] is False, 15, "status no longer says warming")
+        wait_until(lambda: warmed == [3], 15, "told once, when every table is built")
         assert again.search(word).total == 3
         assert not [key for key in list(postings._POSTINGS._lists) if key[2] == word.encode()]  # nothing decoded
         rebuild = again.rebuild()
@@ -297,6 +324,7 @@ def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a
         rebuild.finish()
         assert again.stats()["warming"] is True
         wait_until(lambda: _tabled(again) == 3, 15, "the rebuilt segments tabled")
+        wait_until(lambda: warmed == [3, 3], 15, "told again after the rebuild's warm-up")
         assert [h.entry.text for h in again.search(word).hits] == [f"{word} tea again"] * 3
     finally:
         again.close()

@@ -113,6 +113,7 @@ class PartitionedIndex:
         self._damaged: str | None = None  # why the index was found damaged while running, until rebuilt
         self._changed: dict[str, Changed] | None = None  # writes since a rebuild began, for partitions it starts later
         self.on_damage: Callable[[str], None] = lambda why: None
+        self.on_warmed: Callable[[], None] = lambda: None  # the read-ahead is done: a moment to give memory back
         self._combined: Combined | None = None  # the settled partitions as one, see braind/index/whoosh/combined.py
 
     # -- opening -----------------------------------------------------------------
@@ -230,6 +231,8 @@ class PartitionedIndex:
                 self._warm()
             finally:
                 self._warming = self._warm_due.is_set()
+            if not self._warming:
+                self.on_warmed()
 
     def _warm(self) -> None:
         """Read what the first searches would (lexicons, stamps, neighbours, then posting lists), newest first."""

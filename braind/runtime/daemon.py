@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import math
@@ -69,6 +70,7 @@ class Daemon:
         self.locks.claimed = self._claimed
         self.context.hooks.claim = self.syncer.states.claim = self.locks.claim
         self.index.on_damage = self.on_index_damage
+        self.index.on_warmed = release_free_memory
         self._repair: threading.Thread | None = None
         self._repair_lock = threading.Lock()
         self.server: SocketServer | None = None
@@ -306,6 +308,18 @@ def _settle_memory() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(_YOUNG_OBJECTS, *gc.get_threshold()[1:])
+
+
+def release_free_memory() -> None:
+    """Give the C allocator's free pages back to the system once a start or a rebuild has settled.
+
+    Building and reading the index ahead free far more than they keep, and glibc holds on to
+    what was freed: about 35 MB at rest at 100,000 entries. Where the C library has no
+    malloc_trim (musl), nothing is done.
+    """
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 def _raise_open_file_limit() -> None:
