@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import random
 from collections import Counter
 
 import pytest
@@ -146,6 +147,28 @@ def test_snippet_surrounds_the_first_match_within_the_budget() -> None:
     snip = EN.snippet(text, EN.query("needle").terms, 60)
     assert len(snip) <= 60 and "needles" in snip
     assert snip.startswith("…") and snip.endswith("…")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_snippet_of_ascii_text_is_placed_as_a_word_by_word_look_would_place_it(seed: int) -> None:
+    rng = random.Random(seed)
+    words = ["Drinks", "drank", "tea_time", "oolong's", "x2", "researched", "the", "Agencies", "deploying", "a"]
+    for _ in range(200):
+        text = "  ".join(rng.choice(words) for _ in range(rng.randrange(1, 90)))
+        query = EN.query(" ".join(rng.sample(words, rng.randrange(1, 4))))
+        flat = " ".join(text.split())
+        expected = EN.first_match(flat, query.terms)
+        assert EN._first_offset(flat, text, query.terms) == expected
+        if len(flat) > 60:
+            assert EN.snippet(text, query.terms, 60) == _snippet_at(flat, expected, 60)
+
+
+def _snippet_at(flat: str, pos: int, limit: int) -> str:
+    """The snippet of a one-line text around a match at pos, as Language.snippet cuts it."""
+    start = max(0, min(pos - limit // 3, len(flat) - limit))
+    end = start + limit
+    head, tail = start > 0, end < len(flat)
+    return ("…" if head else "") + flat[start + head : end - tail] + ("…" if tail else "")
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 7, 240])
