@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import struct
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +83,23 @@ def test_a_lexicon_expands_and_finds_what_whoosh_finds(index: Index, prefix: byt
             assert (mine.doc_frequency(), mine.weight()) == (theirs.doc_frequency(), theirs.weight())
         exact = lexicon.infos(prefix, prefix=False)
         assert [term for term, _ in exact] == ([prefix] if (analysis.FIELD, prefix) in reader else [])
+
+
+def test_a_lexicon_finds_by_bisection_what_a_walk_through_every_term_finds() -> None:
+    rng = random.Random(11)
+    alphabet = b"ab\xfe\xff"
+    terms = sorted({bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(700)})
+    records = [struct.pack("!ii", len(term) + 2, 3) + b"\x00\x01" + term + b"inf" for term in terms]
+    data = b"".join(records)
+    starts = array("I", itertools.accumulate((len(r) for r in records[:-1]), initial=0))
+    lexicon = Lexicon(data, starts)
+    assert [lexicon.term(i) for i in range(len(lexicon))] == terms
+    probes = [b"", b"\xff", b"\xff\xff\xff\xff\xff\xff", *terms[::7], *(t[:-1] for t in terms[::5])]
+    probes += [bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(300)]
+    for probe in probes:
+        begins = [i for i, term in enumerate(terms) if term.startswith(probe)]
+        assert list(lexicon.find(probe, prefix=True)) == begins, probe
+        assert list(lexicon.find(probe, prefix=False)) == [i for i, term in enumerate(terms) if term == probe]
 
 
 def test_a_lexicon_of_a_field_a_segment_lacks_is_empty(index: Index) -> None:

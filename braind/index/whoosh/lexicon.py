@@ -14,7 +14,7 @@ from braind.index.whoosh import compat
 
 _RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and value lengths
 _FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
-_SAMPLE = 16  # every 16th term is kept as bytes: a bisection, then at most 16 steps
+_SAMPLE = 16  # every 16th term is kept as bytes: a bisection of those, then of at most 16 records
 
 
 class Lexicon:
@@ -70,17 +70,31 @@ class Lexicon:
 
     def find(self, text: bytes, prefix: bool) -> range:
         """Where the term is, or every term that begins with it, in term order."""
-        index = max(0, bisect.bisect_left(self._sample, text) - 1) * _SAMPLE
-        while index < len(self._starts) and self.term(index) < text:
-            index += 1
-        end = index
-        while end < len(self._starts) and (self.term(end).startswith(text) if prefix else self.term(end) == text):
-            end += 1
-        return range(index, end)
+        index = self._first_from(text)
+        if prefix:
+            after = _after_prefix(text)
+            return range(index, len(self) if after is None else self._first_from(after))
+        found = index < len(self) and self.term(index) == text
+        return range(index, index + 1 if found else index)
+
+    def _first_from(self, text: bytes) -> int:
+        """The index of the first term not below `text` (the length when there is none): two bisections."""
+        block = bisect.bisect_left(self._sample, text)  # sampled terms below it
+        if block == 0:
+            return 0
+        low = (block - 1) * _SAMPLE + 1  # just past the last sampled term below it
+        high = min(block * _SAMPLE, len(self))
+        return bisect.bisect_left(range(len(self)), text, low, high, key=self.term)
 
     def infos(self, text: bytes, prefix: bool) -> list[tuple[bytes, bytes]]:
         """(term, encoded term info) of the term, or of every term that begins with it."""
         return [self.entry(index) for index in self.find(text, prefix)]
+
+
+def _after_prefix(text: bytes) -> bytes | None:
+    """The least string above every string that begins with `text`; None when there is none (b"", all 0xff)."""
+    kept = text.rstrip(b"\xff")
+    return kept[:-1] + bytes((kept[-1] + 1,)) if kept else None
 
 
 def _record_starts(data: bytes) -> array[int]:
