@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import random
 import struct
-from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,12 +74,12 @@ def test_a_lexicon_expands_and_finds_what_whoosh_finds(index: Index, prefix: byt
     for reader in readers:
         lexicon = Lexicon.read(reader, analysis.FIELD)
         assert lexicon is not None
-        found = lexicon.infos(prefix, prefix=True)
+        found = lexicon.infos(prefix, True, compat.term_read(reader))
         assert [term for term, _ in found] == list(reader.expand_prefix(analysis.FIELD, prefix))
         for term, info in found:
             mine, theirs = W3TermInfo.from_bytes(info), reader.term_info(analysis.FIELD, term)
             assert (mine.doc_frequency(), mine.weight()) == (theirs.doc_frequency(), theirs.weight())
-        exact = lexicon.infos(prefix, prefix=False)
+        exact = lexicon.infos(prefix, False, compat.term_read(reader))
         assert [term for term, _ in exact] == ([prefix] if (analysis.FIELD, prefix) in reader else [])
 
 
@@ -89,11 +87,12 @@ def test_a_lexicon_finds_by_bisection_what_a_walk_through_every_term_finds() -> 
     rng = random.Random(11)
     alphabet = b"ab\xfe\xff"
     terms = sorted({bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(700)})
-    records = [struct.pack("!ii", len(term) + 2, 3) + b"\x00\x01" + term + b"inf" for term in terms]
-    data = b"".join(records)
-    starts = array("I", itertools.accumulate((len(r) for r in records[:-1]), initial=0))
-    lexicon = Lexicon(data, starts)
-    assert [lexicon.term(i) for i in range(len(lexicon))] == terms
+    infos = [b"info %d" % i for i in range(len(terms))]
+    records = [struct.pack("!ii", len(t) + 2, len(i)) + b"\x00\x01" + t + i for t, i in zip(terms, infos, strict=True)]
+    file = b"head" + b"".join(records)
+    lexicon = Lexicon.of_run(file[4:], 4)
+    read = lambda position, length: file[position : position + length]  # noqa: E731
+    assert [lexicon.entry(i, read) for i in range(len(lexicon))] == list(zip(terms, infos, strict=True))
     probes = [b"", b"\xff", b"\xff\xff\xff\xff\xff\xff", *terms[::7], *(t[:-1] for t in terms[::5])]
     probes += [bytes(rng.choice(alphabet) for _ in range(rng.randint(1, 6))) for _ in range(300)]
     for probe in probes:
@@ -105,7 +104,7 @@ def test_a_lexicon_finds_by_bisection_what_a_walk_through_every_term_finds() -> 
 def test_a_lexicon_of_a_field_a_segment_lacks_is_empty(index: Index) -> None:
     for reader in _readers(index):
         lexicon = Lexicon.read(reader, "no-such-field")
-        assert lexicon is not None and len(lexicon) == 0 and lexicon.infos(b"a", prefix=True) == []
+        assert lexicon is not None and len(lexicon) == 0 and lexicon.infos(b"a", True, compat.term_read(reader)) == []
 
 
 def test_numeric_columns_read_in_one_go_equal_whoosh_reading_each_document(index: Index) -> None:
@@ -174,8 +173,12 @@ def test_a_lexicon_of_many_terms_finds_each_of_them_and_each_prefix(tmp_path: Pa
         assert lexicon is not None and len(lexicon) == len(list(reader.lexicon(analysis.FIELD)))
         for probe in [*words, *(w[:2] for w in words), "0", "hhhhhhh", "a" * 7]:
             term = probe.encode()
-            assert [t for t, _ in lexicon.infos(term, prefix=True)] == list(reader.expand_prefix(analysis.FIELD, term))
-            assert [t for t, _ in lexicon.infos(term, prefix=False)] == ([term] if probe in words else [])
+            assert [t for t, _ in lexicon.infos(term, True, compat.term_read(reader))] == list(
+                reader.expand_prefix(analysis.FIELD, term)
+            )
+            assert [t for t, _ in lexicon.infos(term, False, compat.term_read(reader))] == (
+                [term] if probe in words else []
+            )
     finally:
         ix.close()
 
@@ -202,7 +205,7 @@ def test_decoded_posting_lists_of_several_blocks_equal_whooshs(tmp_path: Path) -
             for field in (analysis.FIELD,):
                 lexicon = Lexicon.read(reader, field)
                 assert lexicon is not None
-                for term, info in lexicon.infos(b"", prefix=True):
+                for term, info in lexicon.infos(b"", True, compat.term_read(reader)):
                     ids, weights = decoding.decode(reader, field, term, W3TermInfo.from_bytes(info))
                     matcher = reader.postings(field, term)
                     theirs = []
@@ -234,7 +237,7 @@ def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_st
     for reader, table in zip(readers, tables, strict=True):
         lexicon = Lexicon.read(reader, analysis.FIELD)
         assert lexicon is not None
-        for i, (term, info) in enumerate(lexicon.infos(b"", prefix=True)):
+        for i, (term, info) in enumerate(lexicon.infos(b"", True, compat.term_read(reader))):
             ids, frequencies = decoding.decode(reader, analysis.FIELD, term, W3TermInfo.from_bytes(info))
             tabled = table.postings(i)
             assert tabled[0].tolist() == ids.tolist() and tabled[1].tolist() == frequencies.tolist(), term

@@ -19,7 +19,7 @@ import importlib.metadata
 import io
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -84,6 +84,11 @@ def lengths_column(field: str) -> str:
 def term_table(terms: Any) -> Any:
     """A terms reader's hash table of (field number + term) -> term info (None for another kind)."""
     return getattr(terms, "_tindex", None)
+
+
+def term_read(reader: Any) -> Callable[[int, int], bytes]:
+    """A read of the bytes at a position of a segment reader's terms file (this reader's open file)."""
+    return lambda position, length: bytes(term_table(segment_terms(reader)).dbfile.get(position, length))
 
 
 def field_number(terms: Any, field: str) -> int | None:

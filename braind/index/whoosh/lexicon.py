@@ -1,10 +1,11 @@
-"""One field's term table of a W3 segment, read into memory in one go and searched by bisection."""
+"""One field's term table of a W3 segment: its terms in memory, searched by bisection; term infos read when asked."""
 
 from __future__ import annotations
 
 import bisect
 import struct
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from whoosh.filedb.filetables import OrderedHashReader
@@ -16,20 +17,31 @@ _RECORD = struct.Struct("!ii")  # a terms-file record starts with its key and va
 _FIELD_NUMBER = 2  # keys start with the field's number (an unsigned short), then the term
 _SAMPLE = 16  # every 16th term is kept as bytes: a bisection of those, then of at most 16 records
 
+Read = Callable[[int, int], bytes]  # the bytes at a position of a segment's terms file, of a length (compat.term_read)
+
 
 class Lexicon:
-    """One field's terms in one segment with their term infos, read into memory in one go.
+    """One field's terms in one segment, in term order, and where each one's term info is in the terms file.
 
     Whoosh finds a term by a binary search or a hash lookup that reads the file a
     few bytes at a time, and each query word expands to several terms in every
-    segment it touches; the field's run of the sorted terms file (a few hundred
-    KB per month of diary) makes each a bisection in memory.
+    segment it touches; holding the field's terms (about a tenth of its run of the
+    terms file: the rest is term infos, which carry short posting lists inline)
+    makes each a bisection in memory, and a term info one read.
     """
 
-    def __init__(self, data: bytes = b"", starts: array[int] | None = None) -> None:
-        self._data = data
-        self._starts = array("I") if starts is None else starts  # where each record begins, in term order
-        self._sample = [self.term(i) for i in range(0, len(self._starts), _SAMPLE)]  # bisected in C
+    def __init__(
+        self,
+        terms: bytes = b"",
+        ends: array[int] | None = None,
+        at: array[int] | None = None,
+        sizes: array[int] | None = None,
+    ) -> None:
+        self._terms = terms  # every term end to end
+        self._ends = array("I", [0]) if ends is None else ends  # where each term ends in _terms, after a 0
+        self._at = array("q") if at is None else at  # where each term's info is in the terms file
+        self._sizes = array("I") if sizes is None else sizes  # and how long it is
+        self._sample = [self.term(i) for i in range(0, len(self), _SAMPLE)]  # bisected in C
 
     @classmethod
     def read(cls, reader: Any, field: str) -> Lexicon | None:
@@ -45,28 +57,33 @@ class Lexicon:
         after = table.closest_key_pos(pack_ushort(number + 1)) if number < 0xFFFF else None
         begin = table.endofdata if begin is None else begin
         end = table.endofdata if after is None else after
-        data = table.dbfile.get(begin, end - begin) if end > begin else b""
-        return cls(data, _record_starts(data))
+        return cls.of_run(table.dbfile.get(begin, end - begin) if end > begin else b"", begin)
+
+    @classmethod
+    def of_run(cls, run: bytes, begin: int) -> Lexicon:
+        """The lexicon of a run of terms-file records that starts at `begin` in the file."""
+        terms, ends, at, sizes = bytearray(), array("I", [0]), array("q"), array("I")
+        position, size, unpack = 0, len(run), _RECORD.unpack_from
+        while position < size:
+            keylen, infolen = unpack(run, position)
+            key = position + _RECORD.size
+            terms += run[key + _FIELD_NUMBER : key + keylen]
+            ends.append(len(terms))
+            at.append(begin + key + keylen)
+            sizes.append(infolen)
+            position = key + keylen + infolen
+        return cls(bytes(terms), ends, at, sizes)
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return len(self._ends) - 1
 
     def term(self, index: int) -> bytes:
-        """The term of one record, in term order."""
-        start = self._starts[index]
-        keylen = _RECORD.unpack_from(self._data, start)[0]
-        return self._data[start + _RECORD.size + _FIELD_NUMBER : start + _RECORD.size + keylen]
+        """The term at an index, in term order."""
+        return self._terms[self._ends[index] : self._ends[index + 1]]
 
-    def _info(self, index: int) -> bytes:
-        """The encoded term info of one record."""
-        start = self._starts[index]
-        keylen, infolen = _RECORD.unpack_from(self._data, start)
-        begin = start + _RECORD.size + keylen
-        return self._data[begin : begin + infolen]
-
-    def entry(self, index: int) -> tuple[bytes, bytes]:
-        """The term and encoded term info of one record, in term order."""
-        return self.term(index), self._info(index)
+    def entry(self, index: int, read: Read) -> tuple[bytes, bytes]:
+        """The term at an index and its encoded term info, read from the segment's terms file by `read`."""
+        return self.term(index), read(self._at[index], self._sizes[index])
 
     def find(self, text: bytes, prefix: bool) -> range:
         """Where the term is, or every term that begins with it, in term order."""
@@ -86,23 +103,12 @@ class Lexicon:
         high = min(block * _SAMPLE, len(self))
         return bisect.bisect_left(range(len(self)), text, low, high, key=self.term)
 
-    def infos(self, text: bytes, prefix: bool) -> list[tuple[bytes, bytes]]:
+    def infos(self, text: bytes, prefix: bool, read: Read) -> list[tuple[bytes, bytes]]:
         """(term, encoded term info) of the term, or of every term that begins with it."""
-        return [self.entry(index) for index in self.find(text, prefix)]
+        return [self.entry(index, read) for index in self.find(text, prefix)]
 
 
 def _after_prefix(text: bytes) -> bytes | None:
     """The least string above every string that begins with `text`; None when there is none (b"", all 0xff)."""
     kept = text.rstrip(b"\xff")
     return kept[:-1] + bytes((kept[-1] + 1,)) if kept else None
-
-
-def _record_starts(data: bytes) -> array[int]:
-    """Where each key/value record of a run of a terms file begins."""
-    starts = array("I")
-    position, size, unpack = 0, len(data), _RECORD.unpack_from
-    while position < size:
-        starts.append(position)
-        keylen, infolen = unpack(data, position)
-        position += _RECORD.size + keylen + infolen
-    return starts

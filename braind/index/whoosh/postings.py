@@ -234,7 +234,8 @@ class SearcherView:
         """(term, term info) of the term, or of every term beginning with it, in one segment."""
         lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
         if lexicon is not None:
-            return [(term, W3TermInfo.from_bytes(info)) for term, info in lexicon.infos(text, prefix)]
+            infos = lexicon.infos(text, prefix, compat.term_read(reader))
+            return [(term, W3TermInfo.from_bytes(info)) for term, info in infos]
         found = []  # not a W3 segment: Whoosh's own lookups
         for term in reader.expand_prefix(field, text) if prefix else (text,):
             try:

@@ -10,6 +10,7 @@ import numpy as np
 from whoosh.codec.whoosh3 import W3TermInfo
 
 from braind.index import analysis
+from braind.index.whoosh import compat
 from braind.index.whoosh.decoding import Ids, Values, decode
 from braind.index.whoosh.lexicon import Lexicon
 
@@ -58,8 +59,9 @@ class TableBuilder:
     def step(self, reader: Any, count: int) -> PostingTable | None:
         """Decode the next `count` lists; the table once every list is in."""
         done = len(self._starts) - 1
+        read = compat.term_read(reader)
         for index in range(done, min(len(self._lexicon), done + count)):
-            term, info = self._lexicon.entry(index)
+            term, info = self._lexicon.entry(index, read)
             ids, frequencies = decode(reader, analysis.FIELD, term, W3TermInfo.from_bytes(info))
             self._ids.frombytes(ids.astype(np.uint32, copy=False).tobytes())
             self._frequencies.frombytes(frequencies.astype(np.float32, copy=False).tobytes())
