@@ -101,6 +101,13 @@ def test_a_lexicon_finds_by_bisection_what_a_walk_through_every_term_finds() -> 
         assert list(lexicon.find(probe, prefix=False)) == [i for i, term in enumerate(terms) if term == probe]
 
 
+def test_stored_fields_read_in_one_read_are_whooshs(index: Index) -> None:
+    view = index.view()
+    assert all(compat.stored_read(reader) is not None for reader in _readers(index))  # the fast path is taken
+    for docnum in range(view.size):  # every segment's documents, deleted ones included
+        assert view.stored(docnum) == index._searcher.stored_fields(docnum), docnum
+
+
 def test_a_lexicon_of_a_field_a_segment_lacks_is_empty(index: Index) -> None:
     for reader in _readers(index):
         lexicon = Lexicon.read(reader, "no-such-field")

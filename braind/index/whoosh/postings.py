@@ -163,6 +163,7 @@ class SearcherView:
         self._neighbours: list[np.ndarray] | None = None
         self._live: np.ndarray | None = None
         self._weights = ArrayCache(VIEW_BYTES)
+        self._stored_reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}  # per segment, while open
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
         self.masks: dict[Any, np.ndarray] = {}  # the index's filter masks for this searcher
 
@@ -370,6 +371,11 @@ class SearcherView:
         """A document's stored fields, read from its segment directly (the top-level reader filters by schema)."""
         leaf = bisect.bisect_right(self._offsets, docnum) - 1
         sub, offset = self._leaves[leaf]
+        if leaf not in self._stored_reads:
+            self._stored_reads[leaf] = compat.stored_read(sub.reader())
+        read = self._stored_reads[leaf]
+        if read is not None:
+            return read(docnum - offset)
         perdoc = compat.segment_stored(sub.reader())
         if perdoc is None:
             return cast(dict[str, Any], self.searcher.stored_fields(docnum))
