@@ -198,7 +198,7 @@ class _Collected:
 
     def unpacked(self) -> list[tuple[FileRecord, tuple[Entry, ...]]]:
         """Every file collected, in order, for a build in this process."""
-        return [file for chunk in self.packed() for file in _unpack(chunk)]
+        return _unpacked(self.packed())
 
     def _close_chunk(self) -> None:
         """Pickle the open chunk, freeing its objects."""
@@ -207,12 +207,14 @@ class _Collected:
         self._open, self._entries = [], 0
 
 
-def _unpack(chunk: bytes) -> list[tuple[FileRecord, tuple[Entry, ...]]]:
-    """One chunk's files."""
-    files: list[tuple[FileRecord, tuple[Entry, ...]]] = pickle.loads(chunk)
+def _unpacked(chunks: list[bytes]) -> list[tuple[FileRecord, tuple[Entry, ...]]]:
+    """The files of pickled chunks, in order."""
+    files: list[tuple[FileRecord, tuple[Entry, ...]]] = []
+    for chunk in chunks:
+        files += pickle.loads(chunk)
     return files
 
 
 def _build_job(directory: str, chunks: list[bytes], languages: tuple[str, ...]) -> int:
     """Worker-process entry point: build one partition directory."""
-    return build_directory(Path(directory), [file for chunk in chunks for file in _unpack(chunk)], languages)
+    return build_directory(Path(directory), _unpacked(chunks), languages)

@@ -93,11 +93,9 @@ def stored_read(reader: Any) -> Callable[[int], dict[str, Any]] | None:
 
     def read(docnum: int) -> dict[str, Any]:
         length = lengths[docnum]
-        return (
-            cast(dict[str, Any], pickle.loads(decompress(os.pread(fd, length, base + offsets[docnum]))))
-            if length
-            else {}
-        )
+        if not length:  # a document stored nothing
+            return {}
+        return cast(dict[str, Any], pickle.loads(decompress(os.pread(fd, length, base + offsets[docnum]))))
 
     return read
 
