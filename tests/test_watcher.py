@@ -604,3 +604,19 @@ def test_many_paths_of_one_root_settling_together_are_one_rescan_of_it(tmp_path:
     assert split_bursts([*many, *few, other], [busy, quiet]) == ([busy], [*few, other])
     assert split_bursts(many[:-1], [busy, quiet]) == ([], many[:-1])
     assert split_bursts(few, [busy, quiet], {quiet}) == ([quiet], [])
+
+
+def test_a_writer_that_stalls_mid_burst_is_still_one_rescan(root: Path, start_watcher: Start) -> None:
+    """A checkout paused for longer than the quiet window (a loaded machine) stays one burst of its root."""
+    from braind.ingest.watcher import BURST_PATHS
+
+    _, rec = start_watcher([root], quiet=0.3, max_wait=5.0)
+    (root / "diary").mkdir()
+    for half in range(2):
+        for n in range(BURST_PATHS + 8):
+            write(root / "diary" / f"2026-0{half + 1}-{n % 28 + 1:02d}-{n}.md", "[08:00] pulled\n")
+        time.sleep(0.5)  # past the first half's quiet window, within the burst's extra one
+    rec.wait_rescan(root, "burst")
+    time.sleep(1.0)
+    assert rec.rescans.count((root, "burst")) == 1, rec.rescans
+    assert rec.paths() <= {root / "diary"}, sorted(rec.paths())[:5]

@@ -45,7 +45,10 @@ BATCH_SLACK = 0.25
 """Wake this fraction of the quiet window late, so paths that settle together are handed out together."""
 BURST_PATHS = 32
 """This many paths of one root settling together (a `git pull`, an unpacked backup) are one rescan of it:
-the root's later paths join the burst until none of them is waiting, or for at most max_wait."""
+the root's later paths join the burst until none of them has been waiting for one more quiet window
+(a writer that stalls briefly mid-checkout stays one burst), or for at most BURST_WAITS x max_wait."""
+BURST_WAITS = 5
+"""A root written to without pause is still rescanned this many max_waits after its burst began."""
 
 # Opens and read-only closes change nothing; DirModifiedEvent is what watchdog adds for the parent
 # of every create/delete/move/close, whose own event is already marked.
@@ -215,6 +218,14 @@ class _Root:
         return self.identity.kind == "dir" and self.reason is not None
 
 
+@dataclass
+class _Burst:
+    """When a root's burst began and when its last paths joined it."""
+
+    began: float
+    joined: float
+
+
 class Watcher:
     """Watches memory roots with inotify and reports settled paths and needed rescans."""
 
@@ -238,7 +249,7 @@ class Watcher:
         self._debouncer = Debouncer(quiet, max_wait)
         self._settle = min(quiet, max_wait)
         self._max_wait = max_wait
-        self._bursts: dict[Path, float] = {}  # root -> when its burst began (scheduler thread)
+        self._bursts: dict[Path, _Burst] = {}  # root -> its burst (scheduler thread)
         self._wake_at = 0.0
         self._cond = threading.Condition()
         self._handler = _Handler(self._mark, self.check_roots, {str(r.path) for r in self._roots})
@@ -460,7 +471,8 @@ class Watcher:
         debounced = self._debouncer.next_deadline()
         if debounced is not None:
             deadlines.append(debounced + self._settle * BATCH_SLACK)
-        deadlines += [began + self._max_wait for began in self._bursts.values()]
+        for burst in self._bursts.values():
+            deadlines += [burst.began + self._burst_cap(), burst.joined + self._settle]
         return min(deadlines)
 
     def _tick(self, now: float) -> None:
@@ -478,23 +490,28 @@ class Watcher:
             due = self._debouncer.due(time.monotonic())
         bursts, rest = split_bursts([Path(p) for p in due], [r.path for r in self._roots], set(self._bursts))
         for root_path in bursts:
-            self._bursts.setdefault(root_path, now)
+            self._bursts.setdefault(root_path, _Burst(now, now)).joined = now
         for root_path in self._settled_bursts(now):
             self._deliver_rescan(root_path, "burst")
         if rest:
             self._call(self._on_due, rest)
 
     def _settled_bursts(self, now: float) -> list[Path]:
-        """The bursting roots with nothing left waiting (or bursting for max_wait), forgotten as bursts."""
+        """The bursting roots quiet for a window with nothing waiting (or at their cap), forgotten as bursts."""
         with self._cond:
             settled = [
                 root
-                for root, began in self._bursts.items()
-                if now >= began + self._max_wait or not self._debouncer.pending_under(str(root))
+                for root, burst in self._bursts.items()
+                if now >= burst.began + self._burst_cap()
+                or (now >= burst.joined + self._settle and not self._debouncer.pending_under(str(root)))
             ]
         for root in settled:
             del self._bursts[root]
         return settled
+
+    def _burst_cap(self) -> float:
+        """How long a burst may grow before its root is rescanned anyway."""
+        return self._max_wait * BURST_WAITS
 
     def _take_root_check(self, now: float) -> bool:
         """Whether the roots are to be checked now, because an event asked or the timer elapsed."""
