@@ -481,6 +481,62 @@ def test_tombstoned_entries_never_come_back(index: Index, settle: Settle) -> Non
     assert index.search("kafka").total == 1
 
 
+def test_a_settled_file_is_read_from_the_searcher_once_until_a_commit_changes_it(state: Path) -> None:
+    """inject reads yesterday's diary every turn: once read, it is held until a commit changes that file."""
+    old, new = record("diary/2026-01-09.md"), record("diary/2026-01-10.md")
+    first = Index(state, "identity-1")
+    first.open()
+    first.replace_file(old, [entry("yesterday", 1, date="2026-01-09")])
+    first.commit()
+    first.close()
+    index = Index(state, "identity-1")  # started again: nothing read yet
+    assert index.open() is False
+    index.replace_file(new, [entry("today", 1)])
+    index.commit()
+    reads: list[str] = []
+    searcher = index._searcher
+    documents = searcher.documents
+    searcher.documents = lambda **kw: reads.append(kw["path"]) or documents(**kw)
+    assert [e.text for e in index.recent(old.path, 5)] == ["yesterday"] == [e.text for e in index.recent(old.path, 5)]
+    assert reads == [old.path]
+    index.replace_file(old, [entry("yesterday", 1, date="2026-01-09"), entry("late", 2, date="2026-01-09")])
+    index.commit()
+    assert [e.text for e in index.recent(old.path, 5)] == ["yesterday", "late"]
+    index.close()
+
+
+def test_entries_not_yet_committed_score_as_they_will_once_committed(index: Index) -> None:
+    """Appended entries and a new file are scored by hand until their commit: the same hits, words and scores.
+
+    Scores agree to within the length norm's drift (a commit adds the files' own documents to its average).
+    """
+    rng = random.Random(7)
+    words = ["harbour", "kafka", "oolong", "tea", "lighthouse", "museum", "deploy", "deployed", "ferry", "garden"]
+    day = [entry(" ".join(rng.choice(words) for _ in range(4)), n + 1) for n in range(30)]
+    put(index, "diary/2026-01-10.md", *day[:10])
+    index.commit()
+    put(index, "diary/2026-01-10.md", *day)  # twenty appended, their context partly committed
+    fresh = [entry(" ".join(rng.choice(words) for _ in range(4)), n + 1, date="2026-01-11") for n in range(8)]
+    put(index, "diary/2026-01-11.md", *fresh)
+    queries = ["kafka tea", "deploy", "oolong museum ferry", "garden harbour lighthouse", "tea"]
+
+    def answers() -> list[tuple[int, int, dict[tuple[str, int], tuple[float, str, tuple[str, ...]]]]]:
+        found = [index.search(q, limit=50) for q in queries]
+        return [
+            (f.total, f.partial_total, {(h.entry.date, h.entry.line): (h.score, h.match, h.matched) for h in f.hits})
+            for f in found
+        ]
+
+    before = answers()
+    index.commit()
+    assert index.stats()["queued"] == 0
+    for (total, partial, hits), (total_after, partial_after, hits_after) in zip(before, answers(), strict=True):
+        assert (total, partial, hits.keys()) == (total_after, partial_after, hits_after.keys()) and hits
+        for key, (score, match, matched) in hits.items():
+            assert (match, matched) == hits_after[key][1:]
+            assert score == pytest.approx(hits_after[key][0], rel=0.01), key
+
+
 def test_ties_are_broken_newer_first(index: Index, settle: Settle) -> None:
     days = ["2026-01-03", "2026-01-01", "2026-01-02"]
     for day in days:  # the same words with the same context: equal scores

@@ -178,7 +178,7 @@ def _part(bits: np.ndarray | None, chosen: np.ndarray) -> np.ndarray | None:
 def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
     """The scores of some documents: their own plus CONTEXT_WEIGHT times those of the entries before them."""
     score: np.ndarray = text[docs]
-    if neighbours:  # summed as score_entry() sums an uncommitted entry's context
+    if neighbours:  # summed as FreshScorer sums an uncommitted entry's context
         context = sum((text[previous[docs]] for previous in neighbours[1:]), text[neighbours[0][docs]])
         score += CONTEXT_WEIGHT * context  # none before: the zero one past the last document
     return score
@@ -220,21 +220,28 @@ def held_of(held: int, terms: Sequence[Term]) -> tuple[str, ...]:
     return tuple(term.word for bit, term in enumerate(terms) if held >> bit & 1)
 
 
-def score_entry(
-    language: Language,
-    text: str,
-    context: Sequence[str],
-    terms: Sequence[Term],
-    weights: Sequence[TermWeights],
-    norm: float,
-) -> tuple[float, int]:
-    """An uncommitted entry's score, as its document would get it once committed, and how many words it holds.
+class FreshScorer:
+    """Scores uncommitted entries as their documents would score once committed, each text weighed once a search.
 
-    `context` holds the texts of the entries just before it; `norm` is its partition's average text length.
+    An entry's context is the texts of the entries just before it, so most texts of a run of
+    appended entries are weighed three times over; `norm` is the partition's average text length.
     """
-    total = _text_score(language, text, terms, weights, norm)
-    total += CONTEXT_WEIGHT * sum(_text_score(language, other, terms, weights, norm) for other in context)
-    return total, sum(language.holds(text, term) for term in terms)
+
+    def __init__(self, language: Language, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float) -> None:
+        self._language, self._terms, self._weights, self._norm = language, terms, weights, norm
+        self._scores: dict[str, float] = {}
+
+    def entry(self, text: str, context: Sequence[str]) -> tuple[float, int]:
+        """An entry's score with its context's, and how many query words it holds."""
+        total = self._text(text) + CONTEXT_WEIGHT * sum(self._text(other) for other in context)
+        return total, sum(self._language.holds(text, term) for term in self._terms)
+
+    def _text(self, text: str) -> float:
+        """BM25 of a text's own words, weighed once."""
+        score = self._scores.get(text)
+        if score is None:
+            score = self._scores[text] = _text_score(self._language, text, self._terms, self._weights, self._norm)
+        return score
 
 
 def _text_score(
@@ -246,7 +253,7 @@ def _text_score(
     length_norm = K1 * (1 - B + B * sum(counts.values()) / (norm or 1))
     total = 0.0
     for term, term_weights in zip(terms, weights, strict=True):
-        exact, longer = _frequencies(counts, term)
+        exact, longer = _frequencies(language, text, counts, term)
         total += term_weights.exact * _saturate(exact, length_norm, K1)
         total += term_weights.longer * _saturate(longer, length_norm, K1)
     return total
@@ -256,13 +263,15 @@ def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
     """A word's statistics among uncommitted entries, counted as their documents will count it."""
     exact = longer = 0
     for text in texts:
-        frequencies = _frequencies(language.cached_counts(text), term)
+        frequencies = _frequencies(language, text, language.cached_counts(text), term)
         exact, longer = exact + (frequencies[0] > 0), longer + (frequencies[1] > 0)
     return Stats(len(texts), exact, longer)
 
 
-def _frequencies(counts: dict[str, int], term: Term) -> tuple[int, int]:
-    """How often a text holds a word's stem exactly, and words it begins."""
+def _frequencies(language: Language, text: str, counts: dict[str, int], term: Term) -> tuple[int, int]:
+    """How often a text holds a word's stem exactly, and words it begins (a text without it told in C)."""
+    if not term.cjk and not language.holds(text, term):
+        return 0, 0
     if term.cjk:
         run = term.keys[0]
         if len(run) == 1:

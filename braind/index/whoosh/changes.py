@@ -101,6 +101,15 @@ def extends(new: Sequence[Entry], old: Sequence[Entry]) -> bool:
     return len(new) >= len(old) and all(map(operator.is_, old, new))
 
 
+def remember_searched(
+    searched: dict[str, tuple[Entry, ...]], path: str, entries: tuple[Entry, ...]
+) -> dict[str, tuple[Entry, ...]]:
+    """What a searcher holds once one more of its files was read from it: the newest few files read or committed."""
+    found = {name: held for name, held in searched.items() if name != path}
+    found[path] = entries
+    return dict(list(found.items())[-KNOWN_FILES:])
+
+
 def searched_after(searched: dict[str, tuple[Entry, ...]], batch: dict[str, Change]) -> dict[str, tuple[Entry, ...]]:
     """What a searcher holds of recently committed files once a batch is committed: the newest few files."""
     found = {path: entries for path, entries in searched.items() if path not in batch}

@@ -23,7 +23,7 @@ from braind.index import analysis, ranking
 from braind.index.api import FileRecord, Filters, Found, check_limit, parse_query
 from braind.index.hits import finish_hits, make_found
 from braind.index.whoosh import compat, postings
-from braind.index.whoosh.changes import Change, Known, searched_after, write_batch
+from braind.index.whoosh.changes import Change, Known, remember_searched, searched_after, write_batch
 from braind.index.whoosh.documents import (
     FILE,
     make_schema,
@@ -68,7 +68,7 @@ class Index(Searching):
         self._cache: dict[object, set[int]] = {}
         self._view: postings.SearcherView | None = None
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
-        self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed files
+        self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed or read files
         self._unsearched = (-1, [], [])  # see _unsearched_entries()
         self._mask: set[int] = set()
         self._mask_version = -1
@@ -322,16 +322,20 @@ class Index(Searching):
             if held is not None:
                 return held
             docs = self._searcher.documents(path=path)
-            return tuple(sorted((to_entry(doc) for doc in docs if doc.get("kind") != FILE), key=_LINE))
+            entries = tuple(sorted((to_entry(doc) for doc in docs if doc.get("kind") != FILE), key=_LINE))
+            with self._lock:  # the searcher holds these until a commit changes the file: read them once
+                self._searched = remember_searched(self._searched, path, entries)
+            return entries
 
     def _held_entries(self, path: str) -> tuple[Entry, ...] | None:
-        """A file's entries from a queued change (loaders build them in file order) or a recent commit, else None."""
+        """A file's entries from a queued change (loaders build them in file order) or a recent read, else None."""
         with self._lock:
             change = self._pending.get(path)
             change = self._committing.get(path) if change is None else change
+            searched = self._searched.get(path)
         if change is not None:
             return change.entries
-        return self._remembered(path)
+        return searched if searched is not None else self._remembered(path)
 
     def search(
         self,

@@ -33,7 +33,7 @@ from braind.index.whoosh.lexicon import Lexicon
 from braind.index.whoosh.tables import TableBuilder, tables_bytes
 
 EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
-K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.score_entry computes them
+K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.FreshScorer computes them
 Made = TypeVar("Made")
 Arrays = TypeVar("Arrays", bound=tuple[np.ndarray, ...])
 

@@ -87,11 +87,11 @@ class Searching:
         view = self._view_now()
         allowed = self._allowed(filters, replaced, version)
         ranked = ranking.rank_documents(maps, weights, allowed, view.stamps(), view.neighbours(), limit, strict)
-        norm = view.avg_length(analysis.FIELD)
+        scorer = ranking.FreshScorer(self.language, terms, weights, view.avg_length(analysis.FIELD))
         for entry, context in unsearched:
             if not filters.accepts(entry):
                 continue
-            score, held = ranking.score_entry(self.language, entry.text, context, terms, weights, norm)
+            score, held = scorer.entry(entry.text, context)
             if held == len(terms):
                 ranked.full.append(ranking.Candidate(True, round(score, 9), stamp(entry), entry))
                 ranked.total += 1
