@@ -184,7 +184,7 @@ def _printable(text: str) -> str:
 def _loads(data: bytes) -> Any:
     """Strict JSON: the checks run before and around the parser so none of them can hang or recurse."""
     text = _text(data)
-    if _depth(text) > MAX_DEPTH:
+    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:  # fewer brackets: in C
         raise ParseError("too_deep", f"nesting deeper than {MAX_DEPTH} levels")
     try:
         value = json.loads(

@@ -46,6 +46,7 @@ _MAX_BACKOFF = 1.0
 _UCRED = struct.Struct("=iII")  # struct ucred: pid_t pid; uid_t uid; gid_t gid
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _INTERNAL = InternalError("internal", "internal error; see the braind log")
+_INTERNAL_REPLY = encode_error(None, _INTERNAL)  # the answer of a handler that failed, made once
 
 
 class SocketServer:
@@ -496,7 +497,7 @@ class SocketServer:
 
     def _work(self, conn: Connection, line: bytes) -> None:
         """Answer one line on a worker thread and post the reply to the loop, whatever happens."""
-        reply: bytes | None = encode_error(None, _INTERNAL)
+        reply: bytes | None = _INTERNAL_REPLY
         try:
             reply = self._answer_line(line)
         except Exception:
