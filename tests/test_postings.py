@@ -252,3 +252,48 @@ def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_st
         for mode in modes:
             ids, weights = index.view().weights(analysis.FIELD, word, mode, cache=False)
             assert ids.tolist() == before[word, mode][0].tolist() and weights.tolist() == before[word, mode][1].tolist()
+
+
+def test_neighbours_carried_over_commits_equal_neighbours_made_whole(tmp_path: Path, monkeypatch: Any) -> None:
+    """Appends, edits, deletions and merges, each committed and searched: the carried links are the whole ones."""
+    from braind.index.whoosh import neighbours
+
+    carried: list[int] = []
+    real = neighbours.carried
+    monkeypatch.setattr(neighbours, "carried", lambda *args: carried.append(1) or real(*args))
+    rng = random.Random(11)
+    words = ["kafka", "deploy", "harbour", "oolong", "ferry"]
+    days: dict[str, list[str]] = {}
+    ix = Index(tmp_path / "ix", "id")
+    ix.open()
+    try:
+        for step in range(120):
+            name = f"2026-01-1{rng.randint(0, 4)}"
+            lines = days.setdefault(name, [])
+            kind = rng.choice(["append", "append", "append", "edit", "delete", "insert"])
+            text = f"{rng.choice(words)} {step}"
+            if kind == "append" or not lines:
+                lines.append(text)
+            elif kind == "edit":
+                lines[rng.randrange(len(lines))] = text
+            elif kind == "delete":
+                del lines[rng.randrange(len(lines))]
+            else:
+                lines.insert(0, text)
+            root = "/m"
+            record = FileRecord(root, f"{root}/diary/{name}.md", step, step, f"{step:064d}")
+            entries = [
+                Entry(root=root, realm="user", path=record.path, line=n, date=name, time="10:00", text=t)
+                for n, t in enumerate(lines, start=1)
+            ]
+            ix.replace_file(record, entries)
+            ix.commit()
+            ix.search(rng.choice(words))  # the view of each searcher is made, so the next can carry it over
+            with ix.reading:
+                view = ix.view()
+                keys, lines_ = view._column("file_key", "q"), view._column("file_line", "i")
+                whole = neighbours.whole(keys, lines_, view.live(), 2)
+                assert all(np.array_equal(a, b) for a, b in zip(view.neighbours(), whole, strict=True)), step
+    finally:
+        ix.close()
+    assert 20 < len(carried) < 120  # most commits carried over; merges made some whole

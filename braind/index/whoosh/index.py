@@ -67,6 +67,7 @@ class Index(Searching):
         self._rebuild: Rebuild | None = None
         self._cache: dict[object, set[int]] = {}
         self._view: postings.SearcherView | None = None
+        self._retired: postings.SearcherView | None = None
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed or read files
         self._unsearched = (-1, [], [])  # see _unsearched_entries()
@@ -113,7 +114,7 @@ class Index(Searching):
             raise
         self._ix, self._searcher = ix, searcher
         self._records, self._counts = records, counts
-        self._cache, self._view, self._searched = {}, None, {}
+        self._cache, self._view, self._retired, self._searched = {}, None, None, {}
 
     def damage(self) -> str | None:
         """Why the index on disk can no longer be used (checked while running), or None when it reads."""
@@ -223,7 +224,8 @@ class Index(Searching):
         # readers of merged-away segments, which duplicates documents after a merge.
         searcher = self._ix.searcher()
         with self._search_lock:
-            old, self._searcher, self._cache, self._view = self._searcher, searcher, {}, None
+            old, self._searcher, self._cache = self._searcher, searcher, {}
+            self._retired, self._view = self._view or self._retired, None
             with self._lock:
                 for path, change in batch.items():
                     self._apply_record(path, change)

@@ -15,6 +15,7 @@ ahead of searches (`tables`) is read from it instead: a slice, no decode.
 from __future__ import annotations
 
 import bisect
+import functools
 import threading
 from array import array
 from collections import OrderedDict
@@ -27,7 +28,7 @@ from whoosh.reading import TermNotFound
 from whoosh.util.numeric import byte_to_length
 
 from braind.index import analysis, ranking
-from braind.index.whoosh import compat
+from braind.index.whoosh import compat, neighbours
 from braind.index.whoosh.decoding import Ids, Values, decode
 from braind.index.whoosh.lexicon import Lexicon
 from braind.index.whoosh.tables import TableBuilder, tables_bytes
@@ -40,6 +41,7 @@ Arrays = TypeVar("Arrays", bound=tuple[np.ndarray, ...])
 CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
 WARM_BYTES = 24 << 20  # posting tables built ahead of any search, all segments together
 VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
+TERM_LIST_BYTES = 8 << 20  # a term's merged list in each segment, kept for the searchers after a commit
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
@@ -144,6 +146,7 @@ def _nbytes(arrays: tuple[np.ndarray, ...]) -> int:
 
 _STORED = _StoredDocuments(STORED_DOCUMENTS)
 _POSTINGS = ArrayCache(CACHE_BYTES)
+_TERM_LISTS = ArrayCache(TERM_LIST_BYTES)
 
 
 class SearcherView:
@@ -152,12 +155,17 @@ class SearcherView:
     Not thread-safe: callers hold the lock that guards the searcher.
     """
 
-    def __init__(self, searcher: Any, segments: SegmentCache | None = None) -> None:
+    def __init__(
+        self, searcher: Any, segments: SegmentCache | None = None, previous: SearcherView | None = None
+    ) -> None:
         self.searcher = searcher
         self._segments = SegmentCache() if segments is None else segments  # shared across searchers
         self._leaves: list[tuple[Any, int]] = list(searcher.leaf_searchers())
         self._offsets = [offset for _, offset in self._leaves]
         self.size = int(searcher.doc_count_all())  # document numbers run from 0 to size - 1
+        self.layout = _layout(self._leaves)  # (segment, documents) in order; None when a segment has no id
+        carried = previous.linked() if previous is not None and _extends(self.layout, previous.layout) else None
+        self._carried = carried  # the previous searcher's links and live documents, to carry over
         self._norm: dict[str, Values] = {}
         self._stamps: np.ndarray | None = None
         self._neighbours: list[np.ndarray] | None = None
@@ -193,10 +201,11 @@ class SearcherView:
         parts_values: list[Values] = []
         encoded = key.encode()
         for sub, offset in self._leaves:
-            lists = self._segment_lists(sub.reader(), field, encoded, mode)
-            if not lists:
+            reader = sub.reader()
+            made = functools.partial(self._segment_term, reader, field, encoded, mode)
+            ids, values = _TERM_LISTS.get((_segment_id(reader), field, encoded, mode), made)
+            if not len(ids):
                 continue
-            ids, values = lists[0] if len(lists) == 1 else _summed(lists)
             parts_ids.append(ids.astype(np.int64) + offset)
             parts_values.append(values)
         if not parts_ids:
@@ -217,6 +226,13 @@ class SearcherView:
         for other, weights in lists:
             values += weights[np.searchsorted(other, ids)]
         return ids, values
+
+    def _segment_term(self, reader: Any, field: str, encoded: bytes, mode: str) -> tuple[Ids, Values]:
+        """One segment's postings of a term (by mode) as one list: what every later searcher of it reads again."""
+        lists = self._segment_lists(reader, field, encoded, mode)
+        if not lists:
+            return _EMPTY_IDS, _EMPTY_VALUES
+        return lists[0] if len(lists) == 1 else _summed(lists)
 
     def _segment_lists(self, reader: Any, field: str, encoded: bytes, mode: str) -> list[tuple[Ids, Values]]:
         """One segment's lists of a term (EXACT) or of the longer terms it begins (LONGER, PREFIX: both)."""
@@ -327,25 +343,27 @@ class SearcherView:
             return True
         return False
 
-    def neighbours(self, count: int = 2) -> list[np.ndarray]:
-        """For each document, the entry just before it in its file, the one before that, ... (`size` for none).
+    def neighbours(self) -> list[np.ndarray]:
+        """For each document, the entry just before it in its file and the one before that (`size` for none).
 
-        Made once per searcher from two columns (a file's key and the line): sorted by file then line,
-        each entry's predecessors are the live entries of the same file just before it.
+        Made once per searcher from two columns (a file's key and the line); after a commit that
+        only added segments, carried over from the previous searcher's for the files it left alone.
         """
         if self._neighbours is None:
             keys = self._column("file_key", "q")
             lines = self._column("file_line", "i")
-            live = np.flatnonzero(self.live() & (keys != 0))  # file records have no key
-            order = live[np.lexsort((lines[live], keys[live]))]
-            found = []
-            for step in range(1, count + 1):
-                before = np.full(self.size, self.size, dtype=np.int64)  # one past the last: ranking's zero
-                same = keys[order[step:]] == keys[order[:-step]]
-                before[order[step:][same]] = order[:-step][same]
-                found.append(before)
-            self._neighbours = found
+            carried, self._carried = self._carried, None
+            if carried is not None:
+                self._neighbours = neighbours.carried(*carried, keys, lines, self.live())
+            else:
+                self._neighbours = neighbours.whole(keys, lines, self.live(), ranking.CONTEXT_ENTRIES)
         return self._neighbours
+
+    def linked(self) -> tuple[list[np.ndarray], np.ndarray] | None:
+        """The neighbours and live documents once made, for the next searcher to carry over; else None."""
+        if self._neighbours is None or self._live is None:
+            return None
+        return self._neighbours, self._live
 
     def _column(self, name: str, typecode: str) -> np.ndarray:
         """A numeric column of every document, in top-level numbering."""
@@ -395,6 +413,17 @@ def _summed(lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
     values = np.concatenate([values for _, values in lists])
     merged, where = np.unique(ids, return_inverse=True)
     return merged, np.bincount(where, weights=values).astype(np.float32)
+
+
+def _layout(leaves: list[tuple[Any, int]]) -> list[tuple[str, int]] | None:
+    """Each segment's id and document count, in order: a searcher that only added segments extends it."""
+    layout = [(compat.segment_id(sub.reader()), int(sub.reader().doc_count_all())) for sub, _ in leaves]
+    return None if any(name is None for name, _ in layout) else cast(list[tuple[str, int]], layout)
+
+
+def _extends(layout: list[tuple[str, int]] | None, old: list[tuple[str, int]] | None) -> bool:
+    """Whether a searcher's segments are an older searcher's, unmerged and in order, and maybe more."""
+    return layout is not None and old is not None and layout[: len(old)] == old
 
 
 def _segment_id(reader: Any) -> Any:

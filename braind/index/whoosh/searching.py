@@ -39,6 +39,7 @@ class Searching:
     _version: int
     _searcher: Any
     _view: postings.SearcherView | None
+    _retired: postings.SearcherView | None  # the last view of a searcher since replaced, for what carries over
     _segments: postings.SegmentCache
     _cache: dict[object, set[int]]
     _searched: dict[str, tuple[Entry, ...]]
@@ -153,7 +154,8 @@ class Searching:
     def _view_now(self) -> postings.SearcherView:
         """The weighted-postings view of the current searcher, made on first use after a change."""
         if self._view is None or self._view.searcher is not self._searcher:
-            self._view = postings.SearcherView(self._searcher, self._segments)
+            previous, self._retired = self._view or self._retired, None
+            self._view = postings.SearcherView(self._searcher, self._segments, previous)
             self._segments.keep(self._view.segment_ids())
         return self._view
 
