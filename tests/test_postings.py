@@ -135,7 +135,7 @@ def test_a_commit_reads_only_the_new_segments_postings(index: Index) -> None:
 
 
 def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> None:
-    cache = postings.ArrayCache(budget=100)
+    cache = postings.ArrayCache(budget=3 * (32 + postings.ITEM_BYTES) + 10)
     lists = {name: (np.arange(4, dtype=np.uint32), np.ones(4, dtype=np.float32)) for name in "abc"}  # 32 bytes each
     reads: list[str] = []
 
@@ -145,8 +145,8 @@ def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> N
 
     for name in ["a", "b", "a", "c", "b"]:
         cache.get(("segment", "text", name.encode()), lambda name=name: read(name))  # type: ignore[misc]
-    assert reads == ["a", "b", "c"]  # 96 bytes fit
-    big = (np.arange(40, dtype=np.uint32), np.ones(40, dtype=np.float32))
+    assert reads == ["a", "b", "c"]  # three fit
+    big = (np.arange(400, dtype=np.uint32), np.ones(400, dtype=np.float32))
     cache.get(("segment", "text", b"big"), lambda: big)  # larger than the budget: read, not kept
     assert ("segment", "text", b"big") not in cache._lists
     cache.get(("segment", "text", b"d"), lambda: lists["a"])
@@ -297,3 +297,13 @@ def test_neighbours_carried_over_commits_equal_neighbours_made_whole(tmp_path: P
     finally:
         ix.close()
     assert 20 < len(carried) < 120  # most commits carried over; merges made some whole
+
+
+def test_a_cache_of_lists_counts_empty_ones_against_its_budget() -> None:
+    """A word absent from a segment is cached as two empty arrays: they cost memory too, and are dropped in turn."""
+    cache = postings.ArrayCache(100 * postings.ITEM_BYTES)
+    empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+    for n in range(10_000):
+        cache.get(("segment", f"word{n}"), lambda: empty)
+    assert cache.held <= 100 * postings.ITEM_BYTES
+    assert cache.get(("segment", "word9999"), lambda: pytest.fail("the newest stays")) is empty

@@ -42,6 +42,7 @@ CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
 WARM_BYTES = 24 << 20  # posting tables built ahead of any search, all segments together
 VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
 TERM_LIST_BYTES = 8 << 20  # a term's merged list in each segment, kept for the searchers after a commit
+ITEM_BYTES = 512  # what one cached item costs besides its arrays: its key, tuple and array headers
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
@@ -140,8 +141,8 @@ class ArrayCache:
 
 
 def _nbytes(arrays: tuple[np.ndarray, ...]) -> int:
-    """The bytes a tuple of arrays holds."""
-    return sum(array.nbytes for array in arrays)
+    """The bytes a tuple of arrays holds, with what an entry costs besides (so empty lists count too)."""
+    return ITEM_BYTES + sum(array.nbytes for array in arrays)
 
 
 _STORED = _StoredDocuments(STORED_DOCUMENTS)
@@ -203,7 +204,10 @@ class SearcherView:
         for sub, offset in self._leaves:
             reader = sub.reader()
             made = functools.partial(self._segment_term, reader, field, encoded, mode)
-            ids, values = _TERM_LISTS.get((_segment_id(reader), field, encoded, mode), made)
+            if self._segments.find(reader, "table", field) is not None:  # slices of its table: found at once
+                ids, values = made()
+            else:
+                ids, values = _TERM_LISTS.get((_segment_id(reader), field, encoded, mode), made)
             if not len(ids):
                 continue
             parts_ids.append(ids.astype(np.int64) + offset)
