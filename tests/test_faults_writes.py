@@ -301,6 +301,7 @@ def test_a_full_state_directory_never_fails_a_durable_note(make_daemon: Callable
         (d.state / "ballast").unlink()
         d.call("brain_note", text="the first note once there is room again guillemot")
         wait_until(lambda: len(d.recall("guillemot", limit=100)) == len(notes) + 1, 30, "the index to catch up")
+        wait_until(lambda: d.call("status")["index"]["queued"] == 0, 30, "every note committed: no commit kept a lock")
         assert_index_matches_files(d)
 
 

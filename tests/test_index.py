@@ -994,3 +994,21 @@ def test_concurrent_searches_while_a_writer_commits(state: Path) -> None:
         thread.join()
     ix.close()
     assert errors == []
+
+
+def test_a_commit_that_fails_half_way_leaves_the_index_unlocked(index: Index, monkeypatch: Any) -> None:
+    """A full disk while the table of contents is written: the batch stays queued and the next commit goes through."""
+    from whoosh.writing import SegmentWriter
+
+    put(index, "diary/2026-01-10.md", entry("kafka on a full disk"))
+
+    def full(self: Any, *args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(SegmentWriter, "_commit_toc", full)
+        with pytest.raises(OSError):
+            index.commit()
+    assert index.stats()["queued"] == 1
+    index.commit()  # nothing of the failed one is left in the way: not its batch, not its lock
+    assert index.stats()["queued"] == 0 and texts(index, "kafka") == ["kafka on a full disk"]

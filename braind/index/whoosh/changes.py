@@ -10,6 +10,7 @@ from typing import Any
 from whoosh.query import And, Or, Term
 
 from braind.index.api import FileRecord
+from braind.index.whoosh import compat
 from braind.index.whoosh.documents import FILE, FP_HEAD, entry_doc, file_doc, to_entry
 from braind.index.whoosh.writer import open_writer
 from braind.model.entries import Entry
@@ -41,7 +42,11 @@ def write_batch(ix: Any, batch: dict[str, Change], known: Known | None = None) -
     except BaseException:
         writer.cancel()
         raise
-    writer.commit()
+    try:
+        writer.commit()
+    except BaseException:
+        compat.abandon(writer)  # a failed commit (a full disk) would keep the index locked for good
+        raise
     _remember(known, batch)
 
 

@@ -164,3 +164,13 @@ def posting_blocks(data: bytes, format_: Format) -> Iterator[Block]:
             matcher._read_values()
         yield matcher._ids, matcher._weights, matcher._values if with_values else None
         matcher._next_block()
+
+
+def abandon(writer: Any) -> None:
+    """Release what a writer whose commit failed still holds: Whoosh then leaves its lock taken."""
+    try:
+        writer.cancel()
+    except Exception:  # its files half closed: at least give the lock back
+        lock = getattr(writer, "writelock", None)
+        if lock is not None:
+            lock.release()
