@@ -270,13 +270,13 @@ def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
 
 def _frequencies(language: Language, text: str, counts: dict[str, int], term: Term) -> tuple[int, int]:
     """How often a text holds a word's stem exactly, and words it begins (a text without it told in C)."""
-    if not term.cjk and not language.holds(text, term):
-        return 0, 0
     if term.cjk:
         run = term.keys[0]
         if len(run) == 1:
             return sum(n for t, n in counts.items() if t.startswith(run)), 0
         return min(counts.get(pair, 0) for pair in bigrams(run)), 0
+    if not language.holds(text, term):
+        return 0, 0
     exact = max(counts.get(key, 0) for key in term.keys)
     longer = sum(n for t, n in counts.items() if t not in term.keys and t.startswith(term.keys))
     return exact, longer

@@ -111,13 +111,18 @@ def remember_searched(
     """What a searcher holds once one more of its files was read from it: the newest few files read or committed."""
     found = {name: held for name, held in searched.items() if name != path}
     found[path] = entries
-    return dict(list(found.items())[-KNOWN_FILES:])
+    return _newest(found)
 
 
 def searched_after(searched: dict[str, tuple[Entry, ...]], batch: dict[str, Change]) -> dict[str, tuple[Entry, ...]]:
     """What a searcher holds of recently committed files once a batch is committed: the newest few files."""
     found = {path: entries for path, entries in searched.items() if path not in batch}
     found.update((path, change.entries) for path, change in batch.items() if change.record is not None)
+    return _newest(found)
+
+
+def _newest(found: dict[str, tuple[Entry, ...]]) -> dict[str, tuple[Entry, ...]]:
+    """The last KNOWN_FILES files of a dict, in order."""
     return dict(list(found.items())[-KNOWN_FILES:])
 
 

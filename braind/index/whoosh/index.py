@@ -66,8 +66,7 @@ class Index(Searching):
         self._known: tuple[Any, Known] = (None, {})  # the open Whoosh index, and what commits wrote to it
         self._rebuild: Rebuild | None = None
         self._cache: dict[object, set[int]] = {}
-        self._view: postings.SearcherView | None = None
-        self._retired: postings.SearcherView | None = None
+        self._view: postings.SearcherView | None = None  # once stale, what the next searcher's view carries over
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed or read files
         self._unsearched = (-1, [], [])  # see _unsearched_entries()
@@ -114,7 +113,7 @@ class Index(Searching):
             raise
         self._ix, self._searcher = ix, searcher
         self._records, self._counts = records, counts
-        self._cache, self._view, self._retired, self._searched = {}, None, None, {}
+        self._cache, self._view, self._searched = {}, None, {}
 
     def damage(self) -> str | None:
         """Why the index on disk can no longer be used (checked while running), or None when it reads."""
@@ -224,8 +223,7 @@ class Index(Searching):
         # readers of merged-away segments, which duplicates documents after a merge.
         searcher = self._ix.searcher()
         with self._search_lock:
-            old, self._searcher, self._cache = self._searcher, searcher, {}
-            self._retired, self._view = self._view or self._retired, None
+            old, self._searcher, self._cache = self._searcher, searcher, {}  # the view goes stale: see _view_now()
             with self._lock:
                 for path, change in batch.items():
                     self._apply_record(path, change)

@@ -39,7 +39,6 @@ class Searching:
     _version: int
     _searcher: Any
     _view: postings.SearcherView | None
-    _retired: postings.SearcherView | None  # the last view of a searcher since replaced, for what carries over
     _segments: postings.SegmentCache
     _cache: dict[object, set[int]]
     _searched: dict[str, tuple[Entry, ...]]
@@ -152,10 +151,9 @@ class Searching:
             raise Unavailable("index_closed", "the index is not open")
 
     def _view_now(self) -> postings.SearcherView:
-        """The weighted-postings view of the current searcher, made on first use after a change."""
+        """The weighted-postings view of the current searcher, made on first use after a change from the stale one."""
         if self._view is None or self._view.searcher is not self._searcher:
-            previous, self._retired = self._view or self._retired, None
-            self._view = postings.SearcherView(self._searcher, self._segments, previous)
+            self._view = postings.SearcherView(self._searcher, self._segments, self._view)
             self._segments.keep(self._view.segment_ids())
         return self._view
 
