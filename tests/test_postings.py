@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
-from braind.index import analysis
+from braind.index import analysis, ranking
 from braind.index.api import FileRecord
 from braind.index.whoosh import compat, decoding, postings
 from braind.index.whoosh.index import Index
@@ -254,6 +254,20 @@ def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_st
             assert ids.tolist() == before[word, mode][0].tolist() and weights.tolist() == before[word, mode][1].tolist()
 
 
+def test_neighbours_are_the_live_entries_around_each_one_in_its_file() -> None:
+    """Before and after, skipping a deleted entry, never across files nor to a file's own record."""
+    from braind.index.whoosh import neighbours
+
+    keys = np.array([0, 7, 7, 9, 7, 7, 7])  # a file record, then entries of files 7 and 9
+    lines = np.array([0, 1, 2, 1, 3, 4, 5])
+    live = np.array([True, True, True, True, False, True, True])
+    before, two_before, after = neighbours.whole(keys, lines, live, [-1, -2, 1])
+    none = len(keys)
+    assert before.tolist() == [none, none, 1, none, none, 2, 5]
+    assert two_before.tolist() == [none, none, none, none, none, 1, 2]
+    assert after.tolist() == [none, 2, 5, none, none, 6, none]
+
+
 def test_neighbours_carried_over_commits_equal_neighbours_made_whole(tmp_path: Path, monkeypatch: Any) -> None:
     """Appends, edits, deletions and merges, each committed and searched: the carried links are the whole ones."""
     from braind.index.whoosh import neighbours
@@ -292,7 +306,7 @@ def test_neighbours_carried_over_commits_equal_neighbours_made_whole(tmp_path: P
             with ix.reading:
                 view = ix.view()
                 keys, lines_ = view._column("file_key", "q"), view._column("file_line", "i")
-                whole = neighbours.whole(keys, lines_, view.live(), 2)
+                whole = neighbours.whole(keys, lines_, view.live(), ranking.steps())
                 assert all(np.array_equal(a, b) for a, b in zip(view.neighbours(), whole, strict=True)), step
     finally:
         ix.close()

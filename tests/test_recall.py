@@ -165,6 +165,22 @@ def test_a_short_reply_is_lifted_by_the_question_before_it(make_daemon: Callable
     assert found.index("Caroline: Yes, last Tuesday, it was great") < found.index("a Tuesday like any other")
 
 
+def test_a_statement_is_lifted_by_the_reply_after_it(make_daemon: Callable[..., Daemon]) -> None:
+    d = make_daemon(start=False)
+    write_day(
+        d,
+        days_ago(3),
+        "[09:00] Caroline: I went out early with my brushes",
+        "[09:01] Melanie: A sunrise painting at the lake, how lovely",
+    )
+    write_day(d, days_ago(1), "[09:00] Caroline: I went out early for fresh bread")  # newer: first on a tie
+    d.start()
+    found = [text for text, _, _ in hits(d, "Caroline went out early to paint at the lake")]
+    assert found.index("Caroline: I went out early with my brushes") < found.index(
+        "Caroline: I went out early for fresh bread"
+    )
+
+
 def test_typed_memory_queries_rank_partial_matches_after_full_ones(daemon: Daemon) -> None:
     daemon.call("brain_note", text="Tests run with pytest -x", type="fact", key="tests")
     daemon.call("brain_note", text="pytest is slow on CI", type="fact")

@@ -4,9 +4,9 @@ Relevance is BM25 with the statistics of every partition a query covers (so a
 word rare in one year but common over the years weighs what it weighs over
 the years): for each query word, its exact stem and the longer words it begins
 (weighted `PREFIX_WEIGHT`). To an entry's own score is added a part of the
-scores of the entries just before it in its file (its context, weighted
-`CONTEXT_WEIGHT`), which lifts a short answer whose words sit in the question
-above it. Newer entries break ties. Nothing here touches the
+scores of the entries around it in its file (its context, `CONTEXT`): the two
+before it lift a short answer whose words sit in the question above it, the
+one after it a statement whose words the reply below it repeats. Newer entries break ties. Nothing here touches the
 search engine: the engine hands over, per word and field, the documents that
 hold it with their term weights as arrays, and this module combines them for
 a whole partition at once with NumPy (the words each document holds, a bit
@@ -32,8 +32,9 @@ Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, an
 
 PREFIX_WEIGHT = 0.1  # a longer word the query word begins is weaker evidence than the word itself
 K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
-CONTEXT_WEIGHT = 0.5  # the entries just before an entry count half
-CONTEXT_ENTRIES = 2  # how many entries before an entry make its context
+# The entries around an entry that make its context, as (step in its file, weight): before it half, after a quarter.
+CONTEXT = ((-1, 0.5), (-2, 0.5), (1, 0.25))
+AFTER = max(0, *(step for step, _ in CONTEXT))  # how many entries after an entry its context reaches
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
 _TIE = 1e-9
 # The narrowest unsigned type that holds a bit for each query word; past 64 words they are counted.
@@ -129,8 +130,8 @@ def rank_documents(
     """The best `limit` full matches and (unless strict) the best `limit` partial ones of one partition; counts.
 
     `allowed` says which document numbers the request may see (window, roots, type, not tombstoned);
-    `neighbours` give, for each document, the one before it in its file, the one before that, ... (the number
-    of documents, one past the last, for none).
+    `neighbours` give, for each document and each step of `CONTEXT`, the entry that far from it in its file
+    (the number of documents, one past the last, for none).
     Partial matches are not ranked when `limit` documents match fully: no partial one is shown then.
     """
     size = len(allowed)
@@ -176,11 +177,10 @@ def _part(bits: np.ndarray | None, chosen: np.ndarray) -> np.ndarray | None:
 
 
 def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.ndarray]) -> np.ndarray:
-    """The scores of some documents: their own plus CONTEXT_WEIGHT times those of the entries before them."""
+    """The scores of some documents: their own plus their context's, each neighbour weighted as `CONTEXT` says."""
     score: np.ndarray = text[docs]
-    if neighbours:  # summed as FreshScorer sums an uncommitted entry's context
-        context = sum((text[previous[docs]] for previous in neighbours[1:]), text[neighbours[0][docs]])
-        score += CONTEXT_WEIGHT * context  # none before: the zero one past the last document
+    for around, (_, weight) in zip(neighbours, CONTEXT, strict=True):  # summed as FreshScorer sums
+        score += weight * text[around[docs]]  # none there: the zero one past the last document
     return score
 
 
@@ -223,17 +223,19 @@ def held_of(held: int, terms: Sequence[Term]) -> tuple[str, ...]:
 class FreshScorer:
     """Scores uncommitted entries as their documents would score once committed, each text weighed once a search.
 
-    An entry's context is the texts of the entries just before it, so most texts of a run of
-    appended entries are weighed three times over; `norm` is the partition's average text length.
+    An entry's context is the texts of the entries around it with their weights, so most texts of a
+    run of appended entries are weighed four times over; `norm` is the partition's average text length.
     """
 
     def __init__(self, language: Language, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float) -> None:
         self._language, self._terms, self._weights, self._norm = language, terms, weights, norm
         self._scores: dict[str, float] = {}
 
-    def entry(self, text: str, context: Sequence[str]) -> tuple[float, int]:
+    def entry(self, text: str, context: Sequence[tuple[float, str]]) -> tuple[float, int]:
         """An entry's score with its context's, and how many query words it holds."""
-        total = self._text(text) + CONTEXT_WEIGHT * sum(self._text(other) for other in context)
+        total = self._text(text)
+        for weight, other in context:
+            total += weight * self._text(other)
         return total, sum(self._language.holds(text, term) for term in self._terms)
 
     def _text(self, text: str) -> float:
@@ -303,6 +305,15 @@ def held_words(language: Language, text: str, terms: Sequence[Term]) -> list[str
     return [term.word for term in terms if language.holds(text, term)]
 
 
-def contexts(entries: Sequence[Entry], start: int = 0) -> list[tuple[str, ...]]:
-    """The texts of the entries just before each entry of a file (from `start` on), reading only those."""
-    return [tuple(e.text for e in entries[max(0, i - CONTEXT_ENTRIES) : i]) for i in range(start, len(entries))]
+def contexts(entries: Sequence[Entry], start: int = 0) -> list[tuple[tuple[float, str], ...]]:
+    """The weighted texts of the entries around each entry of a file (from `start` on), as `CONTEXT` says."""
+    count = len(entries)
+    return [
+        tuple((weight, entries[i + step].text) for step, weight in CONTEXT if 0 <= i + step < count)
+        for i in range(start, count)
+    ]
+
+
+def steps() -> list[int]:
+    """Where each neighbour of `CONTEXT` sits from an entry in its file."""
+    return [step for step, _ in CONTEXT]

@@ -50,7 +50,7 @@ class Combined:
                     for view, offset in zip(views, self._offsets, strict=True)
                 ]
             )
-            for step in range(ranking.CONTEXT_ENTRIES)
+            for step in range(len(ranking.CONTEXT))
         ]
         self._words = postings.ArrayCache(WORDS_BYTES)
         self._masks: dict[Hashable, np.ndarray] = {}

@@ -31,7 +31,7 @@ from braind.index.whoosh.documents import (
     to_entry,
 )
 from braind.index.whoosh.rebuild import Rebuild
-from braind.index.whoosh.searching import Searching
+from braind.index.whoosh.searching import NOTHING_UNSEARCHED, Searching
 from braind.index.whoosh.store import Store
 from braind.model.entries import Entry
 
@@ -69,7 +69,7 @@ class Index(Searching):
         self._view: postings.SearcherView | None = None  # once stale, what the next searcher's view carries over
         self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed or read files
-        self._unsearched = (-1, [], [])  # see _unsearched_entries()
+        self._unsearched = (-1, NOTHING_UNSEARCHED)  # see _unsearched_entries()
         self._mask: set[int] = set()
         self._mask_version = -1
         self._roots: tuple[int, frozenset[str]] = (-1, frozenset())

@@ -1,29 +1,37 @@
-"""Each document's predecessors in its file (the context of ranking), made whole or carried over a commit.
+"""Each document's neighbours in its file (the context of ranking), made whole or carried over a commit.
 
-Arrays are in a searcher's top-level document numbering; `size` (one past the last document)
-stands for "none". A commit that only adds segments and deletes documents changes the
-predecessors of the files it touched and of no other, so those alone are worked out again.
+Arrays are in a searcher's top-level document numbering, one per step (-1 the entry just before,
+1 the one just after); `size` (one past the last document) stands for "none". A commit that only
+adds segments and deletes documents changes the neighbours of the files it touched and of no
+other, so those alone are worked out again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 
-def whole(keys: np.ndarray, lines: np.ndarray, live: np.ndarray, count: int) -> list[np.ndarray]:
-    """For each document, the live entry just before it in its file, the one before that, ... (`count` arrays).
+def whole(keys: np.ndarray, lines: np.ndarray, live: np.ndarray, steps: Sequence[int]) -> list[np.ndarray]:
+    """For each document and step, the live entry that many entries from it in its file (one array a step).
 
     `keys` name each document's file (0 for file records), `lines` its line: sorted by file then
-    line, each entry's predecessors are the live entries of the same file just before it.
+    line, each entry's neighbours are the live entries of the same file around it.
     """
     size = len(keys)
-    found = [np.full(size, size, dtype=np.int64) for _ in range(count)]
-    _link(found, keys, lines, np.flatnonzero(live & (keys != 0)))
+    found = [np.full(size, size, dtype=np.int64) for _ in steps]
+    _link(found, steps, keys, lines, np.flatnonzero(live & (keys != 0)))
     return found
 
 
 def carried(
-    before: list[np.ndarray], was_live: np.ndarray, keys: np.ndarray, lines: np.ndarray, live: np.ndarray
+    before: list[np.ndarray],
+    was_live: np.ndarray,
+    steps: Sequence[int],
+    keys: np.ndarray,
+    lines: np.ndarray,
+    live: np.ndarray,
 ) -> list[np.ndarray]:
     """`whole()` of a searcher whose first documents are the previous searcher's (`before`, `was_live`), unmerged.
 
@@ -40,13 +48,18 @@ def carried(
         grown[:old_size] = np.where(previous == old_size, size, previous)
         grown[docs] = size
         found.append(grown)
-    _link(found, keys, lines, docs[live[docs]])
+    _link(found, steps, keys, lines, docs[live[docs]])
     return found
 
 
-def _link(found: list[np.ndarray], keys: np.ndarray, lines: np.ndarray, docs: np.ndarray) -> None:
-    """Set the predecessors of `docs` (live entries of whole files) among themselves."""
+def _link(found: list[np.ndarray], steps: Sequence[int], keys: np.ndarray, lines: np.ndarray, docs: np.ndarray) -> None:
+    """Set the neighbours of `docs` (live entries of whole files) among themselves."""
     order = docs[np.lexsort((lines[docs], keys[docs]))]
-    for step, before in enumerate(found, start=1):
-        same = keys[order[step:]] == keys[order[:-step]]
-        before[order[step:][same]] = order[:-step][same]
+    for step, around in zip(steps, found, strict=True):
+        far = abs(step)
+        same = keys[order[far:]] == keys[order[:-far]]
+        earlier, later = order[:-far][same], order[far:][same]
+        if step < 0:
+            around[later] = earlier
+        else:
+            around[earlier] = later

@@ -171,6 +171,7 @@ class SearcherView:
         self._stamps: np.ndarray | None = None
         self._neighbours: list[np.ndarray] | None = None
         self._live: np.ndarray | None = None
+        self._lines: np.ndarray | None = None  # each document's line, once an entry was looked up by it
         self._weights = ArrayCache(VIEW_BYTES)
         self._stored_reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}  # per segment, while open
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
@@ -275,6 +276,13 @@ class SearcherView:
         ids, _ = self._read(field, term, EXACT)
         return set(ids.tolist())
 
+    def entry_docs(self, path: str, line: int) -> set[int]:
+        """Live documents of one entry of a file, told by its path and line."""
+        if self._lines is None:
+            self._lines = self._column("file_line", "i")
+        ids, _ = self._read("path", path, EXACT)
+        return set(ids[self._lines[ids] == line].tolist())
+
     def norms(self, field: str) -> Values:
         """BM25's length normalisation of every document in one field, in top-level numbering; once per searcher."""
         found = self._norm.get(field)
@@ -348,7 +356,7 @@ class SearcherView:
         return False
 
     def neighbours(self) -> list[np.ndarray]:
-        """For each document, the entry just before it in its file and the one before that (`size` for none).
+        """For each document, the entries around it in its file that make its context (`size` for none).
 
         Made once per searcher from two columns (a file's key and the line); after a commit that
         only added segments, carried over from the previous searcher's for the files it left alone.
@@ -358,9 +366,9 @@ class SearcherView:
             lines = self._column("file_line", "i")
             carried, self._carried = self._carried, None
             if carried is not None:
-                self._neighbours = neighbours.carried(*carried, keys, lines, self.live())
+                self._neighbours = neighbours.carried(*carried, ranking.steps(), keys, lines, self.live())
             else:
-                self._neighbours = neighbours.whole(keys, lines, self.live(), ranking.CONTEXT_ENTRIES)
+                self._neighbours = neighbours.whole(keys, lines, self.live(), ranking.steps())
         return self._neighbours
 
     def linked(self) -> tuple[list[np.ndarray], np.ndarray] | None:

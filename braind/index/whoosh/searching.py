@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,21 @@ from braind.model.entries import Entry
 
 _CACHE_SIZE = 64
 
-# An uncommitted entry with the texts of the entries just before it in its file.
-Fresh = tuple[Entry, tuple[str, ...]]
+# An uncommitted entry with the weighted texts of the entries around it in its file.
+Fresh = tuple[Entry, tuple[tuple[float, str], ...]]
+
+
+@dataclass(frozen=True)
+class Unsearched:
+    """What a search matches by hand, and the committed documents that stand aside for it."""
+
+    entries: list[Fresh]  # the overlay's entries the searcher lacks, and held ones whose context they change
+    counted: list[str]  # the texts of those the searcher's statistics do not count yet
+    replaced: list[str]  # committed files the overlay replaces
+    superseded: list[tuple[str, int]]  # committed entries (path, line) matched by hand instead
+
+
+NOTHING_UNSEARCHED = Unsearched([], [], [], [])
 
 
 class Searching:
@@ -42,7 +56,7 @@ class Searching:
     _segments: postings.SegmentCache
     _cache: dict[object, set[int]]
     _searched: dict[str, tuple[Entry, ...]]
-    _unsearched: tuple[int, list[Fresh], list[str]]
+    _unsearched: tuple[int, Unsearched]
     _mask: set[int]
     _mask_version: int
 
@@ -62,11 +76,11 @@ class Searching:
         maps = [postings.word_postings(view, term) for term in terms]
         with self._lock:
             overlay, version = self._overlay(), self._version
-        unsearched, _ = self._unsearched_entries(overlay, version)
+        counted = self._unsearched_entries(overlay, version).counted
         documents = max(view.documents() - len(self._records), 0)
         stats = [ranking.stats_of(m, documents) for m in maps]
-        if unsearched:
-            fresh = [ranking.fresh_stats(self.language, [e.text for e, _ in unsearched], term) for term in terms]
+        if counted:
+            fresh = [ranking.fresh_stats(self.language, counted, term) for term in terms]
             stats = [st + more for st, more in zip(stats, fresh, strict=True)]
         return maps, stats
 
@@ -83,12 +97,12 @@ class Searching:
         self._check_open()
         with self._lock:
             overlay, version = self._overlay(), self._version
-        unsearched, replaced = self._unsearched_entries(overlay, version)
+        unsearched = self._unsearched_entries(overlay, version)
         view = self._view_now()
-        allowed = self._allowed(filters, replaced, version)
+        allowed = self._allowed(filters, unsearched, version)
         ranked = ranking.rank_documents(maps, weights, allowed, view.stamps(), view.neighbours(), limit, strict)
         scorer = ranking.FreshScorer(self.language, terms, weights, view.avg_length(analysis.FIELD))
-        for entry, context in unsearched:
+        for entry, context in unsearched.entries:
             if not filters.accepts(entry):
                 continue
             score, held = scorer.entry(entry.text, context)
@@ -133,7 +147,7 @@ class Searching:
 
     def allowed(self, filters: Filters) -> np.ndarray:
         """Which committed documents a request may see, for a partition with nothing queued (hold `reading`)."""
-        return self._allowed(filters, [], self._version)
+        return self._allowed(filters, NOTHING_UNSEARCHED, self._version)
 
     def entry_of(self, docnum: int) -> Entry:
         """The entry of one committed document (caller holds `reading`)."""
@@ -166,10 +180,11 @@ class Searching:
             found = self._cache[key] = set(self._searcher.docs_for_query(query()))
         return found
 
-    def _allowed(self, filters: Filters, replaced: list[str], version: int) -> np.ndarray:
-        """Which documents a request may see: in the window, roots and type, not tombstoned nor replaced."""
+    def _allowed(self, filters: Filters, unsearched: Unsearched, version: int) -> np.ndarray:
+        """Which documents a request may see: in the window, roots and type, not tombstoned nor matched by hand."""
         view = self._view_now()
-        key = (filters, version if replaced else None)
+        aside = unsearched.replaced or unsearched.superseded
+        key = (filters, version if aside else None)
         found = view.masks.get(key)
         if found is None:
             found = np.ones(view.size, dtype=bool)
@@ -179,43 +194,49 @@ class Searching:
             others = Filters(None, filters.roots, filters.type)
             if others.roots is not None or others.type is not None:
                 found &= mask_of(self._docset(others, lambda: And(filter_clauses(others))), view.size)
-            found &= ~mask_of(self._denied(replaced, version), view.size)
+            found &= ~mask_of(self._denied(unsearched, version), view.size)
             if len(view.masks) >= _CACHE_SIZE:
                 view.masks.clear()
             view.masks[key] = found
         return found
 
-    def _unsearched_entries(self, overlay: dict[str, Change], version: int) -> tuple[list[Fresh], list[str]]:
-        """The overlay's entries the searcher lacks (with their contexts), and the committed files they replace.
+    def _unsearched_entries(self, overlay: dict[str, Change], version: int) -> Unsearched:
+        """The overlay's entries the searcher lacks (with their contexts), and the committed documents they replace.
 
         A file the searcher holds and the overlay only appends to (a note to today's diary) keeps its
-        documents, and only the appended entries are matched by hand. Cached per overlay version; the
-        caller holds _search_lock, under which the searcher and `_searched` change together.
+        documents but its last few, whose context the appended entries change (`ranking.AFTER`): those
+        and the appended entries are matched by hand. Cached per overlay version; the caller holds
+        _search_lock, under which the searcher and `_searched` change together.
         """
         if self._unsearched[0] != version:
-            entries: list[Fresh] = []
-            replaced: list[str] = []
+            found = Unsearched([], [], [], [])
             for path, change in overlay.items():
                 held = self._searched.get(path)
                 if held is not None and change.record is not None and extends(change.entries, held):
-                    appended = change.entries[len(held) :]
-                    entries += zip(appended, ranking.contexts(change.entries, len(held)), strict=True)
+                    grown = len(change.entries) > len(held)
+                    start = max(len(held) - ranking.AFTER, 0) if grown else len(held)
+                    matched = change.entries[start:]
+                    found.entries.extend(zip(matched, ranking.contexts(change.entries, start), strict=True))
+                    found.counted.extend(e.text for e in change.entries[len(held) :])
+                    found.superseded.extend((path, e.line) for e in held[start:])
                     continue
-                entries += list(zip(change.entries, ranking.contexts(change.entries), strict=True))
+                found.entries.extend(zip(change.entries, ranking.contexts(change.entries), strict=True))
+                found.counted.extend(e.text for e in change.entries)
                 if path in self._records:
-                    replaced.append(path)
-            self._unsearched = (version, entries, replaced)
-        return self._unsearched[1], self._unsearched[2]
+                    found.replaced.append(path)
+            self._unsearched = (version, found)
+        return self._unsearched[1]
 
-    def _denied(self, paths: list[str], version: int) -> set[int]:
-        """Tombstoned documents and those of the committed files the overlay replaces, cached per overlay version."""
+    def _denied(self, unsearched: Unsearched, version: int) -> set[int]:
+        """Tombstoned documents and the committed ones matched by hand instead, cached per overlay version."""
         tombstoned = self._docset(TOMBSTONED, lambda: Term("status", TOMBSTONED))
-        if not paths:
+        if not unsearched.replaced and not unsearched.superseded:
             return tombstoned
         if self._mask_version != version:
             view = self._view_now()
-            replaced = {n for path in paths for n in view.term_docs("path", path)}
-            self._mask, self._mask_version = tombstoned | replaced, version
+            aside = {n for path in unsearched.replaced for n in view.term_docs("path", path)}
+            aside.update(n for path, line in unsearched.superseded for n in view.entry_docs(path, line))
+            self._mask, self._mask_version = tombstoned | aside, version
         return self._mask
 
     def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
