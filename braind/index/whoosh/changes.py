@@ -82,7 +82,7 @@ def _known_diff(
     None when one of them is missing: the index does not hold what was remembered, so every document is read.
     """
     added, gone = _diff(old, new)
-    stale = list(searcher.docs_for_query(And([Term("path", path), Term("record", FILE)])))
+    stale = list(searcher.docs_for_query(Term("file", path)))  # the record, not the path's every entry
     if gone:
         heads = Or([Term("fp_head", head) for head in sorted({entry.fp[:FP_HEAD] for entry in gone})])
         for docnum in searcher.docs_for_query(And([Term("path", path), heads])):

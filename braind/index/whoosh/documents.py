@@ -15,7 +15,7 @@ from braind.index.api import FileRecord, Filters
 from braind.index.whoosh.analyzer import Counts, analyzer
 from braind.model.entries import Entry
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 FILE = "file"
 LIVE = "live"
 FP_HEAD = 3  # characters of fp indexed: a few thousand terms, not one per entry
@@ -55,6 +55,7 @@ def make_schema(languages: tuple[str, ...] = analysis.DEFAULT_LANGUAGES) -> Sche
         occurrence=STORED,
         entry_path=STORED,
         record=ID,  # only on file documents
+        file=ID,  # a file document's path: its record is found without reading the file's entries
         size=STORED,
         mtime_ns=STORED,
         sha256=STORED,
@@ -97,6 +98,7 @@ def file_doc(record: FileRecord, count: int) -> dict[str, Any]:
     """The Whoosh document that stores a file's record and its number of entries."""
     return {
         "record": FILE,
+        "file": record.path,
         "kind": FILE,
         "root": record.root,
         "path": record.path,
