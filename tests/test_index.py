@@ -537,6 +537,36 @@ def test_entries_not_yet_committed_score_as_they_will_once_committed(index: Inde
             assert score == pytest.approx(hits_after[key][0], rel=0.01), key
 
 
+def test_a_searcher_after_a_commit_keeps_the_readers_of_untouched_segments(index: Index) -> None:
+    """Appends, edits, deletions and merges: the kept readers never show a deleted or merged-away document twice."""
+    rng = random.Random(5)
+    days: dict[str, list[str]] = {f"2026-01-{n:02d}": [] for n in range(10, 16)}
+    kept_any = False
+    for step in range(60):
+        name = rng.choice(sorted(days))
+        lines = days[name]
+        kind = rng.choice(["append", "append", "edit", "delete"])
+        if kind == "append" or not lines:
+            lines.append(f"kafka note {step}")
+        elif kind == "edit":
+            lines[rng.randrange(len(lines))] = f"kafka edited {step}"
+        else:
+            del lines[rng.randrange(len(lines))]
+        put(index, f"diary/{name}.md", *(entry(t, n + 1, date=name) for n, t in enumerate(lines)))
+        before = {id(r) for r, _ in index._searcher.reader().leaf_readers()}
+        index.commit()
+        after = index._searcher.reader()
+        kept_any = kept_any or any(id(r) in before for r, _ in after.leaf_readers())
+        fresh = index._ix.searcher()
+        try:
+            assert sorted(fresh.reader().all_doc_ids()) == sorted(after.all_doc_ids()), step
+        finally:
+            fresh.close()
+        found = sorted(h.entry.text for h in index.search("kafka", limit=1000).hits)
+        assert found == sorted(t for lines in days.values() for t in lines), step
+    assert kept_any
+
+
 def test_ties_are_broken_newer_first(index: Index, settle: Settle) -> None:
     days = ["2026-01-03", "2026-01-01", "2026-01-02"]
     for day in days:  # the same words with the same context: equal scores

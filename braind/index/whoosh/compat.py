@@ -31,6 +31,8 @@ from whoosh.filedb import filetables
 from whoosh.filedb.compound import SubFile
 from whoosh.filedb.structfile import StructFile
 from whoosh.formats import Format
+from whoosh.reading import EmptyReader, MultiReader, SegmentReader
+from whoosh.searching import Searcher
 
 from braind.errors import Unavailable
 
@@ -174,3 +176,39 @@ def abandon(writer: Any) -> None:
         lock = getattr(writer, "writelock", None)
         if lock is not None:
             lock.release()
+
+
+def searcher_keeping(ix: Any, previous: Any) -> Any:
+    """A searcher of the index's newest generation that keeps `previous`'s readers of segments left alone.
+
+    Opening a segment's reader opens its file and reads its directory and term table (a third of a
+    millisecond each), and a commit of one note leaves all segments but one or two as they were. A reader
+    is kept when its segment has as many deletions as now: Whoosh holds deletions in the segment
+    object a reader was opened with, and only ever adds to them. `Searcher.refresh()` is not used:
+    it also keeps readers of segments merged away, which shows their documents twice.
+    """
+    info = ix._read_toc()
+    kept = {}
+    for reader, _ in previous.reader().leaf_readers():
+        segment = reader.segment()
+        if segment is not None and not getattr(reader, "is_closed", True):
+            kept[segment.segment_id()] = reader
+    readers = []
+    for segment in info.segments:
+        old = kept.get(segment.segment_id())
+        if old is not None and old.segment().deleted_count() == segment.deleted_count():
+            readers.append(old)
+        else:
+            readers.append(SegmentReader(ix.storage, info.schema, segment, generation=info.generation))
+    if not readers:
+        return Searcher(EmptyReader(info.schema), fromindex=ix)
+    reader = readers[0] if len(readers) == 1 else MultiReader(readers, generation=info.generation)
+    return Searcher(reader, fromindex=ix)
+
+
+def close_unshared(previous: Any, current: Any) -> None:
+    """Close a searcher replaced by `searcher_keeping()`, but not the readers its successor kept."""
+    kept = {id(reader) for reader, _ in current.reader().leaf_readers()}
+    for reader, _ in previous.reader().leaf_readers():
+        if id(reader) not in kept:
+            reader.close()

@@ -219,9 +219,7 @@ class Index(Searching):
 
     def _publish(self, batch: dict[str, Change]) -> None:
         """Swap in a new searcher and drop the snapshot it now contains, atomically for readers."""
-        # A fresh searcher, not Searcher.refresh(): in this Whoosh release refresh() keeps
-        # readers of merged-away segments, which duplicates documents after a merge.
-        searcher = self._ix.searcher()
+        searcher = compat.searcher_keeping(self._ix, self._searcher)  # the readers of untouched segments kept
         with self._search_lock:
             old, self._searcher, self._cache = self._searcher, searcher, {}  # the view goes stale: see _view_now()
             with self._lock:
@@ -231,7 +229,7 @@ class Index(Searching):
                 self._committing = {}
                 self._version += 1
                 self._generation += 1
-        old.close()
+        compat.close_unshared(old, searcher)
 
     def _apply_record(self, path: str, change: Change) -> None:
         """Update the committed record table after a change is committed."""
