@@ -171,7 +171,6 @@ class SearcherView:
         self._stamps: np.ndarray | None = None
         self._neighbours: list[np.ndarray] | None = None
         self._live: np.ndarray | None = None
-        self._lines: np.ndarray | None = None  # each document's line, once an entry was looked up by it
         self._weights = ArrayCache(VIEW_BYTES)
         self._stored_reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}  # per segment, while open
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
@@ -276,12 +275,23 @@ class SearcherView:
         ids, _ = self._read(field, term, EXACT)
         return set(ids.tolist())
 
-    def entry_docs(self, path: str, line: int) -> set[int]:
-        """Live documents of one entry of a file, told by its path and line."""
-        if self._lines is None:
-            self._lines = self._column("file_line", "i")
-        ids, _ = self._read("path", path, EXACT)
-        return set(ids[self._lines[ids] == line].tolist())
+    def entry_docs(self, head: str, key: int, line: int) -> set[int]:
+        """Live documents of one entry: among those of its fingerprint's head, the one at its file's key and line.
+
+        A fingerprint head is shared by a few thousandth of the documents, where a path holds all of
+        a busy day's: the cost stays that of a few lookups however large the file.
+        """
+        ids, _ = self._read("fp_head", head, EXACT)
+        return {
+            n
+            for n in ids.tolist()
+            if self._value("file_key", "q", n) == key and self._value("file_line", "i", n) == line
+        }
+
+    def _value(self, name: str, typecode: str, docnum: int) -> int:
+        """One document's value of a numeric column, from its segment's cached column."""
+        sub, offset = self._leaves[bisect.bisect_right(self._offsets, docnum) - 1]
+        return int(self._segments.get(sub.reader(), name, analysis.FIELD, _column_of(name, typecode))[docnum - offset])
 
     def norms(self, field: str) -> Values:
         """BM25's length normalisation of every document in one field, in top-level numbering; once per searcher."""

@@ -19,7 +19,16 @@ from braind.index import analysis, ranking
 from braind.index.api import TOMBSTONED, FileRecord, Filters
 from braind.index.whoosh import postings
 from braind.index.whoosh.changes import Change, extends, overlay_entries
-from braind.index.whoosh.documents import day_stamp, field_matches, filter_clauses, select_query, stamp, to_entry
+from braind.index.whoosh.documents import (
+    FP_HEAD,
+    day_stamp,
+    field_matches,
+    file_key,
+    filter_clauses,
+    select_query,
+    stamp,
+    to_entry,
+)
 from braind.model.entries import Entry
 
 _CACHE_SIZE = 64
@@ -35,7 +44,7 @@ class Unsearched:
     entries: list[Fresh]  # the overlay's entries the searcher lacks, and held ones whose context they change
     counted: list[str]  # the texts of those the searcher's statistics do not count yet
     replaced: list[str]  # committed files the overlay replaces
-    superseded: list[tuple[str, int]]  # committed entries (path, line) matched by hand instead
+    superseded: list[tuple[str, Entry]]  # committed entries (with their file) matched by hand instead
 
 
 NOTHING_UNSEARCHED = Unsearched([], [], [], [])
@@ -218,7 +227,7 @@ class Searching:
                     matched = change.entries[start:]
                     found.entries.extend(zip(matched, ranking.contexts(change.entries, start), strict=True))
                     found.counted.extend(e.text for e in change.entries[len(held) :])
-                    found.superseded.extend((path, e.line) for e in held[start:])
+                    found.superseded.extend((path, e) for e in held[start:])
                     continue
                 found.entries.extend(zip(change.entries, ranking.contexts(change.entries), strict=True))
                 found.counted.extend(e.text for e in change.entries)
@@ -235,7 +244,8 @@ class Searching:
         if self._mask_version != version:
             view = self._view_now()
             aside = {n for path in unsearched.replaced for n in view.term_docs("path", path)}
-            aside.update(n for path, line in unsearched.superseded for n in view.entry_docs(path, line))
+            for path, entry in unsearched.superseded:
+                aside |= view.entry_docs(entry.fp[:FP_HEAD], file_key(path), entry.line)
             self._mask, self._mask_version = tombstoned | aside, version
         return self._mask
 
