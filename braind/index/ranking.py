@@ -6,9 +6,10 @@ the years): for each query word, its exact stem and the longer words it begins
 (weighted `PREFIX_WEIGHT`). To an entry's own score is added a part of the
 scores of the entries around it in its file (its context, `CONTEXT`): the two
 before it lift a short answer whose words sit in the question above it, the
-one after it a statement whose words the reply below it repeats. Newer entries break ties. Nothing here touches the
-search engine: the engine hands over, per word and field, the documents that
-hold it with their term weights as arrays, and this module combines them for
+one after it a statement whose words the reply below it repeats. Newer
+entries break ties. Nothing here touches the search engine: the engine hands
+over, per word and field, the documents that hold it with their term weights
+as arrays, and this module combines them for
 a whole partition at once with NumPy (the words each document holds, a bit
 each, and a score per document number), then picks the best few; a hit's
 held words come with it.

@@ -192,8 +192,7 @@ class Searching:
     def _allowed(self, filters: Filters, unsearched: Unsearched, version: int) -> np.ndarray:
         """Which documents a request may see: in the window, roots and type, not tombstoned nor matched by hand."""
         view = self._view_now()
-        aside = unsearched.replaced or unsearched.superseded
-        key = (filters, version if aside else None)
+        key = (filters, version if unsearched.replaced else None)
         found = view.masks.get(key)
         if found is None:
             found = np.ones(view.size, dtype=bool)
@@ -203,10 +202,16 @@ class Searching:
             others = Filters(None, filters.roots, filters.type)
             if others.roots is not None or others.type is not None:
                 found &= mask_of(self._docset(others, lambda: And(filter_clauses(others))), view.size)
-            found &= ~mask_of(self._denied(unsearched, version), view.size)
+            found &= ~mask_of(self._denied(unsearched.replaced, version), view.size)
             if len(view.masks) >= _CACHE_SIZE:
                 view.masks.clear()
             view.masks[key] = found
+        aside = [
+            n for path, e in unsearched.superseded for n in view.entry_docs(e.fp[:FP_HEAD], file_key(path), e.line)
+        ]
+        if aside:  # a document or two: the mask stays cached for the notes after this one
+            found = found.copy()
+            found[aside] = False
         return found
 
     def _unsearched_entries(self, overlay: dict[str, Change], version: int) -> Unsearched:
@@ -236,17 +241,15 @@ class Searching:
             self._unsearched = (version, found)
         return self._unsearched[1]
 
-    def _denied(self, unsearched: Unsearched, version: int) -> set[int]:
-        """Tombstoned documents and the committed ones matched by hand instead, cached per overlay version."""
+    def _denied(self, paths: list[str], version: int) -> set[int]:
+        """Tombstoned documents and those of the committed files the overlay replaces, cached per overlay version."""
         tombstoned = self._docset(TOMBSTONED, lambda: Term("status", TOMBSTONED))
-        if not unsearched.replaced and not unsearched.superseded:
+        if not paths:
             return tombstoned
         if self._mask_version != version:
             view = self._view_now()
-            aside = {n for path in unsearched.replaced for n in view.term_docs("path", path)}
-            for path, entry in unsearched.superseded:
-                aside |= view.entry_docs(entry.fp[:FP_HEAD], file_key(path), entry.line)
-            self._mask, self._mask_version = tombstoned | aside, version
+            replaced = {n for path in paths for n in view.term_docs("path", path)}
+            self._mask, self._mask_version = tombstoned | replaced, version
         return self._mask
 
     def select(self, field: str, values: Sequence[str], prefix: bool = False) -> list[Entry]:
