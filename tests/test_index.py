@@ -23,7 +23,7 @@ from whoosh.system import pack_uint
 from braind.errors import InvalidParams, Unavailable
 from braind.index import analysis
 from braind.index.api import FileRecord
-from braind.index.whoosh import postings
+from braind.index.whoosh import compat, postings
 from braind.index.whoosh import writer as writer_module
 from braind.index.whoosh.changes import add_file, write_batch
 from braind.index.whoosh.documents import SCHEMA_VERSION, make_schema
@@ -565,6 +565,23 @@ def test_a_searcher_after_a_commit_keeps_the_readers_of_untouched_segments(index
         found = sorted(h.entry.text for h in index.search("kafka", limit=1000).hits)
         assert found == sorted(t for lines in days.values() for t in lines), step
     assert kept_any
+
+
+def test_merged_away_segments_leave_nothing_in_the_shared_caches(index: Index) -> None:
+    """Commits that merge segments: what was decoded from a segment goes with it, not when pushed out by others."""
+    seen: set[str] = set()
+    lines: list[str] = []
+    for step in range(40):
+        lines.append(f"kafka note {step}")
+        put(index, "diary/2026-01-10.md", *(entry(t, n + 1) for n, t in enumerate(lines)))
+        index.commit()
+        assert len(index.search("kafka", limit=100).hits) == len(lines)
+        seen |= {compat.segment_id(r) for r, _ in index._searcher.reader().leaf_readers()}
+    live = {compat.segment_id(r) for r, _ in index._searcher.reader().leaf_readers()}
+    gone = seen - live
+    cached = {key[0] for cache in (postings._POSTINGS, postings._TERM_LISTS) for key in list(cache._lists)}
+    assert gone and cached & live  # merges happened, and the live segments' lists are cached
+    assert not cached & gone
 
 
 def test_ties_are_broken_newer_first(index: Index, settle: Settle) -> None:

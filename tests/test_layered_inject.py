@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from braind.services.layered.inject import Cost, Snapshot, Snapshots
+from braind.model.entries import Entry
+from braind.services.inject import diary_part
+from braind.services.layered.inject import Cost, Snapshot, Snapshots, fit_diary
 from tests.conftest import Daemon, yesterday
 
 BASE_MTIME = 1_700_000_000
@@ -209,3 +213,20 @@ def test_snapshots_are_an_lru() -> None:
     for key in ("a", "b", "a", "c", "a", "b"):
         cache.get(key, make(key))
     assert made == ["a", "b", "c", "b"]
+
+
+DAY_TEXTS = st.lists(st.text(st.sampled_from("ab é中</memory>"), min_size=1, max_size=12), min_size=1, max_size=80)
+
+
+@given(DAY_TEXTS, st.integers(min_value=1, max_value=600))
+def test_a_busy_day_is_cut_where_the_byte_budget_cuts_it(texts: list[str], max_bytes: int) -> None:
+    entries = [
+        Entry("/r", "user", f"/r/diary/2026-01-0{n % 2 + 1}.md", n, f"2026-01-0{n % 2 + 1}", "09:00", text)
+        for n, text in enumerate(texts)
+    ]
+    unbounded = Cost(10**9, 10**9)
+    ordered = sorted(entries, key=lambda e: (e.date, e.time, e.line))
+    whole = diary_part(ordered, max_bytes)  # every line offered, as before lines stopped at the byte budget
+    fitted = fit_diary(entries, max_bytes, unbounded)
+    got = (fitted.text, fitted.entries, fitted.dropped) if fitted else None
+    assert got == ((whole.text, whole.entries, len(entries) - whole.entries) if whole else None)

@@ -153,6 +153,19 @@ def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> N
     assert ("segment", "text", b"a") not in cache._lists  # the least recently used went
 
 
+def test_the_postings_of_a_segment_that_is_gone_are_forgotten_and_their_bytes_freed() -> None:
+    cache = postings.ArrayCache(budget=1 << 20)
+    arrays = (np.arange(4, dtype=np.uint32), np.ones(4, dtype=np.float32))
+    for segment in ("merged", "live"):
+        for word in (b"a", b"b"):
+            cache.get((segment, "text", word), lambda: arrays)
+    cache.forget({"merged", "never cached"})
+    assert sorted(cache._lists) == [("live", "text", b"a"), ("live", "text", b"b")]
+    assert cache.held == 2 * postings._nbytes(arrays)
+    cache.forget({"live"})
+    assert not cache._lists and cache.held == 0 and not cache._by_segment
+
+
 def test_stored_documents_are_kept_to_their_budget() -> None:
     stored = postings._StoredDocuments(budget=2)
     reads: list[int] = []

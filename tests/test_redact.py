@@ -325,3 +325,18 @@ def test_neutralised_text_only_gains_spaces_and_holds_no_template_opener(text: s
     assert out.replace(" ", "") == text.replace(" ", "")
     assert not any(pair in out for pair in ("{{", "}}", "{%", "%}", "{#", "#}", "${"))
     assert neutralise_braces(out) == out
+
+
+def _spaced(text: str) -> str:
+    """A space between the two characters of every opener and closer: the definition, a character at a time."""
+    out = []
+    for before, after in zip(text, text[1:] + "\0", strict=False):  # after the last one: nothing
+        out.append(before)
+        if (before == "{" and after in "{%#") or (before in "}%#" and after == "}") or (before == "$" and after == "{"):
+            out.append(" ")
+    return "".join(out)
+
+
+@given(st.text(st.sampled_from("{}%#$ a\n")))
+def test_neutralised_text_has_a_space_in_every_pair_and_nowhere_else(text: str) -> None:
+    assert neutralise_braces(text) == _spaced(text)

@@ -19,7 +19,7 @@ import functools
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -111,6 +111,7 @@ class ArrayCache:
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self._lists: OrderedDict[Hashable, tuple[np.ndarray, ...]] = OrderedDict()
+        self._by_segment: dict[Hashable, set[Hashable]] = {}  # a key's first item names its segment
         self._held = 0
         self._lock = threading.Lock()  # partitions are searched from several threads
 
@@ -131,13 +132,43 @@ class ArrayCache:
         if size > self._budget:
             return made
         with self._lock:
-            old = self._lists.pop(key, None)
-            self._held += size - (0 if old is None else _nbytes(old))
+            self._drop(key)
+            self._held += size
             self._lists[key] = made
+            self._by_segment.setdefault(_segment_of(key), set()).add(key)
             while self._held > self._budget:
-                _, dropped = self._lists.popitem(last=False)
-                self._held -= _nbytes(dropped)
+                self._drop(next(iter(self._lists)))
         return made
+
+    def forget(self, segments: Iterable[Hashable]) -> None:
+        """Drop the arrays of segments that are gone (merged away): they would only wait to be pushed out."""
+        with self._lock:
+            for segment in segments:
+                for key in self._by_segment.get(segment, set()).copy():
+                    self._drop(key)
+
+    def _drop(self, key: Hashable) -> None:
+        """Forget one key, if held (caller holds the lock)."""
+        dropped = self._lists.pop(key, None)
+        if dropped is None:
+            return
+        self._held -= _nbytes(dropped)
+        keys = self._by_segment[_segment_of(key)]
+        keys.discard(key)
+        if not keys:
+            del self._by_segment[_segment_of(key)]
+
+
+def _segment_of(key: Hashable) -> Hashable:
+    """The segment a key's arrays come from: its first item (a key of another shape stands for itself)."""
+    return key[0] if isinstance(key, tuple) and key else key
+
+
+def forget_segments(segments: Collection[Hashable]) -> None:
+    """Drop what the shared caches hold of segments an index no longer has."""
+    if segments:
+        _POSTINGS.forget(segments)
+        _TERM_LISTS.forget(segments)
 
 
 def _nbytes(arrays: tuple[np.ndarray, ...]) -> int:

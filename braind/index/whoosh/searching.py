@@ -176,8 +176,11 @@ class Searching:
     def _view_now(self) -> postings.SearcherView:
         """The weighted-postings view of the current searcher, made on first use after a change from the stale one."""
         if self._view is None or self._view.searcher is not self._searcher:
-            self._view = postings.SearcherView(self._searcher, self._segments, self._view)
-            self._segments.keep(self._view.segment_ids())
+            previous, self._view = self._view, postings.SearcherView(self._searcher, self._segments, self._view)
+            live = self._view.segment_ids()
+            self._segments.keep(live)
+            if previous is not None:
+                postings.forget_segments(previous.segment_ids() - live)
         return self._view
 
     def _docset(self, key: object, query: Callable[[], Query]) -> set[int]:

@@ -200,7 +200,11 @@ def fit_lines(part: Part, left: Cost) -> Part | None:
 
 
 def fit_diary(entries: Sequence[Entry], max_bytes: int, left: Cost) -> Part | None:
-    """The diary part within inject.max_bytes and what is left of the whole block, newest lines kept."""
+    """The diary part within inject.max_bytes and what is left of the whole block, newest lines kept.
+
+    Lines are taken until the block's budget is full or until they hold more characters than
+    max_bytes (so more bytes too): diary_part would cut every line after that, however busy the day.
+    """
     ordered = sorted(entries, key=lambda e: (e.date, e.time, e.line))
     keep, used, days = 0, cost([DIARY_HEADING]) + SEPARATOR, set()
     for entry in reversed(ordered):
@@ -211,6 +215,8 @@ def fit_diary(entries: Sequence[Entry], max_bytes: int, left: Cost) -> Part | No
         if used.lines > left.lines or used.chars > left.chars:
             break
         keep += 1
+        if used.chars - SEPARATOR.chars > max_bytes:  # the part's text is longer than max_bytes already
+            break
     part = diary_part(ordered[len(ordered) - keep :], max_bytes) if keep else None
     return replace(part, dropped=len(ordered) - part.entries) if part else None
 
