@@ -111,7 +111,7 @@ class ArrayCache:
     def __init__(self, budget: int) -> None:
         self._budget = budget
         self._lists: OrderedDict[Hashable, tuple[np.ndarray, ...]] = OrderedDict()
-        self._by_segment: dict[Hashable, set[Hashable]] = {}  # a key's first item names its segment
+        self._by_segment: dict[Hashable, set[Hashable]] = {}  # keys by first item (a segment, in shared caches)
         self._held = 0
         self._lock = threading.Lock()  # partitions are searched from several threads
 
