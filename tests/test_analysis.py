@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import re
 from collections import Counter
 
 import pytest
@@ -195,3 +196,9 @@ MIXED = [*"abZ éÉüßİ乌龙茶饮料。-_1ﬁ", "\uff0c", "\uff12"]  # a ful
 @given(st.one_of(st.text(max_size=60), st.text(alphabet=st.sampled_from(MIXED), max_size=60)))
 def test_term_counts_are_what_the_tokenizer_makes(text: str) -> None:
     assert EN.term_counts(text) == dict(Counter(token.text for token in analyzer.analyzer()(text)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_text_splits_into_the_words_a_regular_expression_finds(text: str) -> None:
+    assert analysis.split(text) == (re.findall(r"\w+", text.lower(), re.ASCII), [])

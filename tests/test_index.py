@@ -206,6 +206,10 @@ def test_term_weights_and_totals_agree_with_whoosh_over_segments_and_deletions(i
             theirs = _whoosh_weights(searcher, key, longer)
             assert mine.keys() == theirs.keys(), key
             assert all(abs(mine[n] - theirs[n]) < 1e-5 for n in mine), key
+        both = view.word("text", key)  # both modes at once: the same lists
+        assert [a.tolist() for a in both] == [
+            a.tolist() for m in (postings.EXACT, postings.LONGER) for a in view.weights("text", key, m)
+        ]
     for query in ["deploy", "kafka broker", "alp deploy", "乌龙 饮料", "茶 kafka", "饮料 alpha cafe"]:
         clauses = []
         for term in EN.query(query).required:

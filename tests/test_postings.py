@@ -265,6 +265,8 @@ def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_st
         for mode in modes:
             ids, weights = index.view().weights(analysis.FIELD, word, mode, cache=False)
             assert ids.tolist() == before[word, mode][0].tolist() and weights.tolist() == before[word, mode][1].tolist()
+        both = index.view().word(analysis.FIELD, word, cache=False)  # one lexicon search for both modes
+        assert [a.tolist() for a in both] == [a.tolist() for m in modes for a in before[word, m]], word
 
 
 def test_neighbours_are_the_live_entries_around_each_one_in_its_file() -> None:

@@ -31,9 +31,10 @@ from braind.index import analysis, ranking
 from braind.index.whoosh import compat, neighbours
 from braind.index.whoosh.decoding import Ids, Values, decode
 from braind.index.whoosh.lexicon import Lexicon
-from braind.index.whoosh.tables import TableBuilder, tables_bytes
+from braind.index.whoosh.tables import PostingTable, TableBuilder, tables_bytes
 
 EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
+WORD = "word"  # EXACT and LONGER together, as `SearcherView.word` keeps them
 K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.FreshScorer computes them
 Made = TypeVar("Made")
 Arrays = TypeVar("Arrays", bound=tuple[np.ndarray, ...])
@@ -202,6 +203,7 @@ class SearcherView:
         self._stamps: np.ndarray | None = None
         self._neighbours: list[np.ndarray] | None = None
         self._live: np.ndarray | None = None
+        self._whole = not any(sub.reader().has_deletions() for sub, _ in self._leaves)  # no document deleted
         self._weights = ArrayCache(VIEW_BYTES)
         self._stored_reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}  # per segment, while open
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
@@ -217,38 +219,77 @@ class SearcherView:
             return self._weigh(field, key, mode)
         return self._weights.get((field, key, mode), lambda: self._weigh(field, key, mode))
 
+    def word(self, field: str, key: str, cache: bool = True) -> tuple[Ids, Values, Ids, Values]:
+        """weights() of a stem EXACT, then LONGER: one search of each segment's lexicon finds both."""
+        if not cache:
+            return self._weigh_word(field, key)
+        return self._weights.get((field, key, WORD), lambda: self._weigh_word(field, key))
+
     def _weigh(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
         """Read a term's postings and weigh them."""
         ids, frequencies = self._read(field, key, mode)
         if mode == RUN:
             return ids, frequencies
+        return ids, self._weighed(field, ids, frequencies)
+
+    def _weigh_word(self, field: str, key: str) -> tuple[Ids, Values, Ids, Values]:
+        """Read a stem's postings and those of the longer words it begins, and weigh them."""
+        encoded = key.encode()
+        found = [self._segment_word(sub.reader(), field, encoded) for sub, _ in self._leaves]
+        exact_ids, exact = self._gathered([lists[0] for lists in found])
+        longer_ids, longer = self._gathered([lists[1] for lists in found])
+        return exact_ids, self._weighed(field, exact_ids, exact), longer_ids, self._weighed(field, longer_ids, longer)
+
+    def _weighed(self, field: str, ids: Ids, frequencies: Values) -> Values:
+        """BM25's term weight of each posting: its saturated frequency over its document's normalised length."""
         norms = self.norms(field)[ids]
-        return ids, ((K1 + 1) * frequencies / (frequencies + norms)).astype(np.float32)
+        weights: Values = ((K1 + 1) * frequencies / (frequencies + norms)).astype(np.float32, copy=False)
+        return weights
 
     def _read(self, field: str, key: str, mode: str) -> tuple[Ids, Values]:
         """Document numbers and summed frequencies of a term's postings in every segment, deleted ones left out."""
         if mode == RUN:
             return self._run(field, key)
+        encoded = key.encode()
+        return self._gathered([self._segment_read(sub.reader(), field, encoded, mode) for sub, _ in self._leaves])
+
+    def _gathered(self, lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
+        """Each segment's list of a term (in leaf order) as one, in top-level numbers, deleted documents left out."""
         parts_ids: list[Ids] = []
         parts_values: list[Values] = []
-        encoded = key.encode()
-        for sub, offset in self._leaves:
-            reader = sub.reader()
-            made = functools.partial(self._segment_term, reader, field, encoded, mode)
-            if self._segments.find(reader, "table", field) is not None:  # slices of its table: found at once
-                ids, values = made()
-            else:
-                ids, values = _TERM_LISTS.get((_segment_id(reader), field, encoded, mode), made)
+        for (ids, values), (_, offset) in zip(lists, self._leaves, strict=True):
             if not len(ids):
                 continue
-            parts_ids.append(ids.astype(np.int64) + offset)
+            ids = ids.astype(np.int64)
+            if offset:
+                ids += offset
+            parts_ids.append(ids)
             parts_values.append(values)
         if not parts_ids:
             return _EMPTY_IDS, _EMPTY_VALUES
         ids = np.concatenate(parts_ids) if len(parts_ids) > 1 else parts_ids[0]
         values = np.concatenate(parts_values) if len(parts_values) > 1 else parts_values[0]
+        if self._whole:  # nothing deleted: every posting stands
+            return ids, values
         keep = self.live()[ids]
         return (ids, values) if keep.all() else (ids[keep], values[keep])
+
+    def _segment_read(self, reader: Any, field: str, encoded: bytes, mode: str) -> tuple[Ids, Values]:
+        """One segment's list of a term by mode: slices of its table, or decoded lists kept for the next searchers."""
+        made = functools.partial(self._segment_term, reader, field, encoded, mode)
+        if self._segments.find(reader, "table", field) is not None:
+            return made()
+        return _TERM_LISTS.get((_segment_id(reader), field, encoded, mode), made)
+
+    def _segment_word(self, reader: Any, field: str, encoded: bytes) -> tuple[tuple[Ids, Values], tuple[Ids, Values]]:
+        """One segment's lists of a stem EXACT and LONGER; from its table, one lexicon search for both."""
+        table = self._segments.find(reader, "table", field)
+        if table is None:
+            return self._segment_read(reader, field, encoded, EXACT), self._segment_read(reader, field, encoded, LONGER)
+        lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
+        found = lexicon.find(encoded, True)
+        split = found.start + 1 if found and lexicon.term(found.start) == encoded else found.start  # it sorts first
+        return _spanned(table, range(found.start, split)), _spanned(table, range(split, found.stop))
 
     def _run(self, field: str, run: str) -> tuple[Ids, Values]:
         """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
@@ -273,9 +314,10 @@ class SearcherView:
         """One segment's lists of a term (EXACT) or of the longer terms it begins (LONGER, PREFIX: both)."""
         table = self._segments.find(reader, "table", field)
         if table is not None:
+            if mode != PREFIX:
+                return [self._segment_word(reader, field, encoded)[mode == LONGER]]
             lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
-            found = lexicon.find(encoded, mode != EXACT)
-            return [table.postings(i) for i in found if not (mode == LONGER and lexicon.term(i) == encoded)]
+            return [_spanned(table, lexicon.find(encoded, True))]
         return [
             self._segment_postings(reader, field, term, info)
             for term, info in self._infos(reader, field, encoded, mode != EXACT)
@@ -440,7 +482,10 @@ class SearcherView:
 
     def stored(self, docnum: int) -> dict[str, Any]:
         """A document's stored fields, read from its segment directly (the top-level reader filters by schema)."""
-        leaf = bisect.bisect_right(self._offsets, docnum) - 1
+        return self._stored_in(bisect.bisect_right(self._offsets, docnum) - 1, docnum)
+
+    def _stored_in(self, leaf: int, docnum: int) -> dict[str, Any]:
+        """stored() of a document of the segment at `leaf`."""
         sub, offset = self._leaves[leaf]
         if leaf not in self._stored_reads:
             self._stored_reads[leaf] = compat.stored_read(sub.reader())
@@ -457,13 +502,24 @@ class SearcherView:
         leaf = bisect.bisect_right(self._offsets, docnum) - 1
         sub, offset = self._leaves[leaf]
         key = (_segment_id(sub.reader()), docnum - offset)
-        return cast(Made, _STORED.get(key, lambda: make(self.stored(docnum))))
+        return cast(Made, _STORED.get(key, lambda: make(self._stored_in(leaf, docnum))))
+
+
+def _spanned(table: PostingTable, terms: range) -> tuple[Ids, Values]:
+    """The postings of a run of a table's terms as one list (each document once)."""
+    if not terms:
+        return _EMPTY_IDS, _EMPTY_VALUES
+    ids, frequencies = table.span(terms)
+    return (ids, frequencies) if len(terms) == 1 else _merged(ids, frequencies)
 
 
 def _summed(lists: Sequence[tuple[Ids, Values]]) -> tuple[Ids, Values]:
     """Several terms' postings in one segment as one list, frequencies summed per document."""
-    ids = np.concatenate([ids for ids, _ in lists])
-    values = np.concatenate([values for _, values in lists])
+    return _merged(np.concatenate([ids for ids, _ in lists]), np.concatenate([values for _, values in lists]))
+
+
+def _merged(ids: Ids, values: Values) -> tuple[Ids, Values]:
+    """Postings of several terms end to end as one list: each document once, its frequencies summed."""
     merged, where = np.unique(ids, return_inverse=True)
     return merged, np.bincount(where, weights=values).astype(np.float32)
 
@@ -515,8 +571,9 @@ def word_postings(view: SearcherView, term: analysis.Term, cache: bool = True) -
         run = term.keys[0]
         mode = PREFIX if len(run) == 1 else EXACT if len(run) == 2 else RUN
         return ranking.TermMaps(view.weights(analysis.FIELD, run, mode, cache), NOTHING)
-    exact = best_of([view.weights(analysis.FIELD, key, EXACT, cache) for key in term.keys])
-    longer = best_of([view.weights(analysis.FIELD, key, LONGER, cache) for key in term.keys])
+    found = [view.word(analysis.FIELD, key, cache) for key in term.keys]
+    exact = best_of([(ids, weights) for ids, weights, _, _ in found])
+    longer = best_of([(ids, weights) for _, _, ids, weights in found])
     return ranking.TermMaps(exact, longer)
 
 

@@ -30,7 +30,11 @@ class PostingTable:
 
     def postings(self, index: int) -> tuple[Ids, Values]:
         """The list of the term at an index of the segment's lexicon (segment-local numbers, frequencies)."""
-        begin, end = int(self._starts[index]), int(self._starts[index + 1])
+        return self.span(range(index, index + 1))
+
+    def span(self, terms: range) -> tuple[Ids, Values]:
+        """The lists of a run of terms in lexicon order end to end: a stem and the longer words it begins, one slice."""
+        begin, end = int(self._starts[terms.start]), int(self._starts[terms.stop])
         return self._ids[begin:end], self._frequencies[begin:end].astype(np.float32)  # weighed as decoded lists are
 
     @property
