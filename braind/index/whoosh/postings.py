@@ -286,10 +286,8 @@ class SearcherView:
         table = self._segments.find(reader, "table", field)
         if table is None:
             return self._segment_read(reader, field, encoded, EXACT), self._segment_read(reader, field, encoded, LONGER)
-        lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
-        found = lexicon.find(encoded, True)
-        split = found.start + 1 if found and lexicon.term(found.start) == encoded else found.start  # it sorts first
-        return _spanned(table, range(found.start, split)), _spanned(table, range(split, found.stop))
+        exact, longer = _stem_ranges(self._segments.get(reader, "lexicon", field, Lexicon.read), encoded)
+        return _spanned(table, exact), _spanned(table, longer)
 
     def _run(self, field: str, run: str) -> tuple[Ids, Values]:
         """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
@@ -314,10 +312,9 @@ class SearcherView:
         """One segment's lists of a term (EXACT) or of the longer terms it begins (LONGER, PREFIX: both)."""
         table = self._segments.find(reader, "table", field)
         if table is not None:
-            if mode != PREFIX:
-                return [self._segment_word(reader, field, encoded)[mode == LONGER]]
-            lexicon = self._segments.get(reader, "lexicon", field, Lexicon.read)
-            return [_spanned(table, lexicon.find(encoded, True))]
+            exact, longer = _stem_ranges(self._segments.get(reader, "lexicon", field, Lexicon.read), encoded)
+            found = {EXACT: exact, LONGER: longer}.get(mode, range(exact.start, longer.stop))  # PREFIX: both
+            return [_spanned(table, found)]
         return [
             self._segment_postings(reader, field, term, info)
             for term, info in self._infos(reader, field, encoded, mode != EXACT)
@@ -503,6 +500,13 @@ class SearcherView:
         sub, offset = self._leaves[leaf]
         key = (_segment_id(sub.reader()), docnum - offset)
         return cast(Made, _STORED.get(key, lambda: make(self._stored_in(leaf, docnum))))
+
+
+def _stem_ranges(lexicon: Lexicon, encoded: bytes) -> tuple[range, range]:
+    """Where a stem is in a lexicon, and the longer terms it begins: it sorts just before them (one search)."""
+    found = lexicon.find(encoded, True)
+    split = found.start + 1 if found and lexicon.term(found.start) == encoded else found.start
+    return range(found.start, split), range(split, found.stop)
 
 
 def _spanned(table: PostingTable, terms: range) -> tuple[Ids, Values]:
