@@ -573,6 +573,36 @@ def test_health_while_running(root: Path, start_watcher: Start) -> None:
     assert health["reason"] is None
 
 
+IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_CLOSE_NOWRITE, IN_OPEN = 0x2, 0x4, 0x8, 0x10, 0x20
+IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x40, 0x80, 0x100, 0x200
+
+
+def inotify_masks(inode: int) -> list[int]:
+    """The masks of this process's inotify watches on one inode, as the kernel shows them in fdinfo."""
+    masks = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            for line in Path(f"/proc/self/fdinfo/{fd}").read_text().splitlines():
+                fields = dict(part.split(":", 1) for part in line.split()[1:] if ":" in part)
+                if line.startswith("inotify ") and int(fields["ino"], 16) == inode:
+                    masks.append(int(fields["mask"], 16))
+    return masks
+
+
+def test_the_kernel_is_asked_for_changes_only(root: Path, start_watcher: Start) -> None:
+    """Opens and read-only closes are never queued: each note's append would cost the daemon one more event."""
+    (root / "diary").mkdir()
+    start_watcher([root])
+    changes = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
+    for directory in (root, root / "diary"):
+        masks = inotify_masks(directory.stat().st_ino)
+        assert masks, f"no inotify watch on {directory}"
+        assert all(mask & changes == changes for mask in masks)
+        assert all(mask & (IN_OPEN | IN_CLOSE_NOWRITE) == 0 for mask in masks)
+
+
 def test_stop_joins_every_thread_it_started(root: Path) -> None:
     baseline = set(threading.enumerate())
     rec = Recorder()

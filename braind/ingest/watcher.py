@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
     DirModifiedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
     FileClosedNoWriteEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
     FileOpenedEvent,
     FileSystemEvent,
     FileSystemEventHandler,
@@ -53,6 +61,18 @@ BURST_WAITS = 5
 # Opens and read-only closes change nothing; DirModifiedEvent is what watchdog adds for the parent
 # of every create/delete/move/close, whose own event is already marked.
 _NOISE = (FileOpenedEvent, FileClosedNoWriteEvent, DirModifiedEvent)
+# What is asked of the kernel: every event that can change a file, and not the noise, which
+# watchdog would otherwise read, group and queue one by one (an open for each append of a note).
+_CHANGES = [
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileClosedEvent,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+]
 # A directory that disappears while watchdog walks a tree is not a shortfall.
 _VANISHED = frozenset({errno.ENOENT, errno.ENOTDIR})
 
@@ -411,7 +431,7 @@ class Watcher:
         """Ask watchdog to watch the root; the error text when it cannot."""
         assert self._observer is not None
         try:
-            root.watch = self._observer.schedule(self._handler, str(root.path), recursive=True)
+            root.watch = self._observer.schedule(self._handler, str(root.path), recursive=True, event_filter=_CHANGES)
         except OSError as exc:
             log.debug("cannot watch %s: %s", root.path, exc)
             return f"cannot watch root: {exc.strerror or exc}"
