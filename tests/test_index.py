@@ -21,7 +21,7 @@ from whoosh.query import And, Prefix, Term
 from whoosh.system import pack_uint
 
 from braind.errors import InvalidParams, Unavailable
-from braind.index import analysis
+from braind.index import analysis, ranking
 from braind.index.api import FileRecord
 from braind.index.whoosh import compat, postings
 from braind.index.whoosh import writer as writer_module
@@ -146,8 +146,9 @@ def test_strict_needs_every_word(index: Index, settle: Settle) -> None:
 
 def test_a_partial_match_never_outranks_a_full_one(index: Index, settle: Settle) -> None:
     rare = [entry("zeta zeta zeta zeta", n) for n in range(1, 6)]
-    put(index, "diary/2026-01-10.md", *rare, entry("common word zeta", 6), entry("a common word", 7))
+    put(index, "diary/2026-01-10.md", *rare, entry("a common word", 6))
     put(index, "diary/2026-01-11.md", *(entry(f"common {n}", n, date="2026-01-11") for n in range(1, 30)))
+    put(index, "diary/2026-01-12.md", entry("common word zeta", 1, date="2026-01-12"))  # no context to lift it
     settle(index)
     hits = index.search("zeta common").hits
     assert [h.match for h in hits] == ["all"] + ["partial"] * (len(hits) - 1)
@@ -1063,3 +1064,14 @@ def test_a_commit_that_fails_half_way_leaves_the_index_unlocked(index: Index, mo
     assert index.stats()["queued"] == 1
     index.commit()  # nothing of the failed one is left in the way: not its batch, not its lock
     assert index.stats()["queued"] == 0 and texts(index, "kafka") == ["kafka on a full disk"]
+
+
+def test_holding_more_of_the_words_outweighs_one_rarer_word(index: Index, settle: Settle) -> None:
+    put(index, "diary/2026-01-10.md", *(entry(f"alpha filler {n}", n) for n in range(1, 6)))
+    put(index, "diary/2026-01-11.md", *(entry(f"gamma other {n}", n, date="2026-01-11") for n in range(1, 2)))
+    put(index, "diary/2026-01-12.md", entry("zeta", 1, date="2026-01-12"))
+    put(index, "diary/2026-01-13.md", entry("alpha gamma", 1, date="2026-01-13"))
+    settle(index)
+    hits = index.search("gamma zeta alpha").hits  # no two of the words side by side: no phrase bonus
+    assert [h.entry.text for h in hits[:2]] == ["alpha gamma", "zeta"]
+    assert hits[0].score / ranking.coordination(2, 3) < hits[1].score  # its words alone weigh less than the rare one

@@ -37,6 +37,10 @@ K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
 CONTEXT = ((-1, 0.5), (-2, 0.5), (1, 0.25))
 AFTER = max(0, *(step for step, _ in CONTEXT))  # how many entries after an entry its context reaches
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
+# An entry's own score times 1 + COORDINATION x (words it holds - 1) / (query words - 1): of two entries
+# matching part of a question, the one holding more of its words is likelier the answer than one holding
+# a single rare word (hit@5 on the LoCoMo development set 0.730 -> 0.75, no conversation worse).
+COORDINATION = 1.0
 _TIE = 1e-9
 # The narrowest unsigned type that holds a bit for each query word; past 64 words they are counted.
 _BIT_TYPES = ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
@@ -137,13 +141,15 @@ def rank_documents(
     """
     size = len(allowed)
     held = _held(maps, size)
-    docs = np.flatnonzero((held != 0) & allowed)  # of a bool array: several times faster
+    holding = np.flatnonzero(held != 0)  # of a bool array: several times faster
+    docs = holding[allowed[holding]]
     words = held[docs]
     is_full = words == _every(len(maps), held.dtype)
     full, partial = docs[is_full], docs[~is_full]
     if not len(full) and (strict or not len(partial)):
         return Ranked([], [], 0, len(partial))
     text = _scores(maps, weights, size)
+    _coordinate(text, holding, held[holding], len(maps))
     bits = None if held.dtype == np.int64 else words
     top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True, _part(bits, is_full))
     top_partial: list[Candidate] = []
@@ -198,6 +204,17 @@ def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int)
     return text
 
 
+def _coordinate(text: np.ndarray, docs: np.ndarray, held: np.ndarray, words: int) -> None:
+    """Weigh the own scores of the documents holding query words by how many they hold (see COORDINATION)."""
+    if words > 1 and len(docs):
+        text[docs] *= coordination(held if held.dtype == np.int64 else np.bitwise_count(held), words)
+
+
+def coordination(held: Any, words: int) -> Any:
+    """The factor of an entry's own score for holding `held` of a query's `words` words (numbers or arrays)."""
+    return 1 + COORDINATION * (held - 1) / (words - 1) if words > 1 else 1.0
+
+
 def _top(
     docs: np.ndarray, score: np.ndarray, stamps: np.ndarray, limit: int, full: bool, bits: np.ndarray | None
 ) -> list[Candidate]:
@@ -250,16 +267,16 @@ class FreshScorer:
 def _text_score(
     language: Language, text: str, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float
 ) -> float:
-    """BM25 of a text's own words."""
-
+    """BM25 of a text's own words, weighed by how many of them it holds (as committed documents are)."""
     counts = language.cached_counts(text)
     length_norm = K1 * (1 - B + B * sum(counts.values()) / (norm or 1))
-    total = 0.0
+    total, held = 0.0, 0
     for term, term_weights in zip(terms, weights, strict=True):
         exact, longer = _frequencies(language, text, counts, term)
         total += term_weights.exact * _saturate(exact, length_norm, K1)
         total += term_weights.longer * _saturate(longer, length_norm, K1)
-    return total
+        held += exact > 0 or longer > 0
+    return total * coordination(held, len(terms)) if held else total
 
 
 def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
