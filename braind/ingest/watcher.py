@@ -21,10 +21,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from watchdog.events import (
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirModifiedEvent,
     DirMovedEvent,
+    FileAttribEvent,
     FileClosedEvent,
     FileClosedNoWriteEvent,
     FileCreatedEvent,
@@ -61,14 +63,17 @@ BURST_WAITS = 5
 # Opens and read-only closes change nothing; DirModifiedEvent is what watchdog adds for the parent
 # of every create/delete/move/close, whose own event is already marked.
 _NOISE = (FileOpenedEvent, FileClosedNoWriteEvent, DirModifiedEvent)
-# What is asked of the kernel: every event that can change a file, and not the noise, which
+# What is asked of the kernel: every event that can change a file or whether it can be read (a
+# chmod that makes a rejected file readable again), and not the noise, which
 # watchdog would otherwise read, group and queue one by one (an open for each append of a note).
 _CHANGES = [
+    FileAttribEvent,
     FileCreatedEvent,
     FileDeletedEvent,
     FileModifiedEvent,
     FileMovedEvent,
     FileClosedEvent,
+    DirAttribEvent,
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
