@@ -234,7 +234,10 @@ class Syncer:
                 return self._reread(root, rel)
             seen = self._seen_in(path, old)
             numbered = [(lines_before + number, line) for number, line in lines]
-            parsed = diary_entries(str(root.path), root.realm, path, date, numbered, old, seen)
+            home = str(root.path)
+            if old:  # a busy day's entries share one copy of the strings they have in common, not one a note
+                home, path, date = old[0].root, old[0].path, old[0].date
+            parsed = diary_entries(home, root.realm, path, date, numbered, old, seen)
             new = _with_statuses(tuple(parsed), self.states.of(root))  # the indexed entries carry theirs already
             problems = self.problems.of(path) + tuple(replace(p, line=lines_before + (p.line or 1)) for p in skipped)
             loaded = Loaded(path, record, (*old, *new), problems)

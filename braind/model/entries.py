@@ -57,9 +57,9 @@ class Line:
     meta: Meta = field(default_factory=Meta)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
-    """One unit of memory as indexed: where it lives and what it says."""
+    """One unit of memory as indexed: where it lives and what it says (slots: a busy day holds many)."""
 
     root: str
     realm: str
@@ -74,11 +74,12 @@ class Entry:
     triggers: tuple[str, ...] = ()
     status: str = "live"
     occurrence: int = 0
+    _fp: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def fp(self) -> str:
         """A stable short fingerprint: same place in the root and content, same fp, wherever the root is."""
-        found: str | None = self.__dict__.get("_fp")
+        found = self._fp
         if found is None:  # computed once (functools.cached_property would serialise every thread on one lock)
             rel = self.path[len(self.root) + 1 :] if self.path.startswith(self.root + "/") else self.path
             found = fingerprint(self.realm, rel, self.date, self.time, self.text, self.occurrence)
