@@ -23,7 +23,7 @@ from whoosh.system import pack_uint
 from braind.errors import InvalidParams, Unavailable
 from braind.index import analysis, ranking
 from braind.index.api import FileRecord
-from braind.index.whoosh import compat, postings
+from braind.index.whoosh import changes, compat, postings
 from braind.index.whoosh import writer as writer_module
 from braind.index.whoosh.changes import add_file, write_batch
 from braind.index.whoosh.documents import SCHEMA_VERSION, make_schema
@@ -500,14 +500,57 @@ def test_a_settled_file_is_read_from_the_searcher_once_until_a_commit_changes_it
     index.commit()
     reads: list[str] = []
     searcher = index._searcher
-    documents = searcher.documents
-    searcher.documents = lambda **kw: reads.append(kw["path"]) or documents(**kw)
+    numbers = searcher.document_numbers
+    searcher.document_numbers = lambda **kw: reads.append(kw["path"]) or numbers(**kw)
     assert [e.text for e in index.recent(old.path, 5)] == ["yesterday"] == [e.text for e in index.recent(old.path, 5)]
     assert reads == [old.path]
     index.replace_file(old, [entry("yesterday", 1, date="2026-01-09"), entry("late", 2, date="2026-01-09")])
     index.commit()
     assert [e.text for e in index.recent(old.path, 5)] == ["yesterday", "late"]
     index.close()
+
+
+def test_a_day_read_for_a_note_is_not_read_again_by_the_commit_after_it(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy day read from the searcher once (to append a note to) is diffed against that read at its commit."""
+    day, other = record("diary/2026-01-10.md"), record("diary/2026-01-09.md")
+    first = Index(state, "identity-1")
+    first.open()
+    first.replace_file(day, [entry(f"busy {n}", n + 1) for n in range(50)])
+    first.replace_file(other, [entry("yesterday", 1, date="2026-01-09")])
+    first.commit()
+    first.close()
+    index = Index(state, "identity-1")  # started again: no commit of its own remembers either file
+    assert index.open() is False
+    reads: list[str] = []
+    read_all = changes._committed_docs
+    monkeypatch.setattr(changes, "_committed_docs", lambda s, path: reads.append(path) or read_all(s, path))
+    held = index.file_entries(day.path)
+    index.replace_file(day, [*held, entry("one more", 51)])
+    index.replace_file(other, [entry("yesterday", 1, date="2026-01-09"), entry("late", 2, date="2026-01-09")])
+    index.commit()
+    assert reads == [other.path]  # the file nothing had read is read whole; the day is not
+    index.close()
+    again = Index(state, "identity-1")
+    assert again.open() is False
+    assert again.search("busy", limit=100).total == 50  # no entry lost or written twice
+    assert [e.text for e in again.entries_for(day.path)][-2:] == ["busy 49", "one more"]
+    assert [e.text for e in again.entries_for(other.path)] == ["yesterday", "late"]
+    again.close()
+
+
+def test_stored_fields_read_past_whoosh_are_whooshs_own(index: Index) -> None:
+    """The direct read of stored fields gives what Whoosh's stored_fields() gives, over several segments."""
+    for step in range(4):
+        put(index, f"diary/2026-01-0{step + 1}.md", *(entry(f"note {step} {n}", n + 1) for n in range(5)))
+        index.commit()
+    searcher = index._searcher
+    assert len(list(searcher.leaf_searchers())) > 1
+    numbers = list(searcher.document_numbers())
+    direct = dict(compat.stored_documents(searcher, numbers))
+    assert direct == {n: searcher.stored_fields(n) for n in numbers}
+    assert any(fields.get("text") == "note 3 4" for fields in direct.values())
 
 
 def test_entries_not_yet_committed_score_as_they_will_once_committed(index: Index) -> None:

@@ -15,13 +15,14 @@ braind writes against Whoosh's own writer and searcher.
 
 from __future__ import annotations
 
+import bisect
 import importlib.metadata
 import io
 import os
 import pickle
 import sys
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any, cast
 
@@ -100,6 +101,23 @@ def stored_read(reader: Any) -> Callable[[int], dict[str, Any]] | None:
         return cast(dict[str, Any], pickle.loads(decompress(os.pread(fd, length, base + offsets[docnum]))))
 
     return read
+
+
+def stored_documents(searcher: Any, docnums: Iterable[int]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each document's number and stored fields, read with `stored_read` where its segment allows.
+
+    What reads a whole file back (a busy day of 100,000 entries): Whoosh's own stored_fields()
+    takes about twice as long a document.
+    """
+    leaves = list(searcher.leaf_searchers())
+    offsets = [offset for _, offset in leaves]
+    reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}
+    for docnum in docnums:
+        leaf = bisect.bisect_right(offsets, docnum) - 1
+        if leaf not in reads:
+            reads[leaf] = stored_read(leaves[leaf][0].reader())
+        read = reads[leaf]
+        yield docnum, (read(docnum - offsets[leaf]) if read is not None else searcher.stored_fields(docnum))
 
 
 def segment_id(reader: Any) -> Any:

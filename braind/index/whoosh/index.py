@@ -185,7 +185,7 @@ class Index(Searching):
             if not batch:
                 return
             try:
-                write_batch(self._ix, batch, self._known_entries())
+                write_batch(self._ix, batch, self._known_for(batch))
                 self._publish(batch)
             except BaseException:
                 self._restore_batch(batch)  # re-applying a batch is harmless: it is diffed against what is committed
@@ -196,6 +196,20 @@ class Index(Searching):
         if self._known[0] is not self._ix:
             self._known = (self._ix, {})
         return self._known[1]
+
+    def _known_for(self, batch: dict[str, Change]) -> Known:
+        """The known committed entries, with those of the batch's files that a read of the searcher already holds.
+
+        The searcher is the last commit's, which the writer starts from: a busy day read once for a note
+        is not read again for the commit that follows it.
+        """
+        known = self._known_entries()
+        with self._lock:
+            for path in batch.keys() - known.keys():
+                held = self._searched.get(path)
+                if held is not None:
+                    known[path] = held
+        return known
 
     def _remembered(self, path: str) -> tuple[Entry, ...] | None:
         """A file's committed entries when a recent commit to the open index wrote them, else None."""
@@ -319,8 +333,8 @@ class Index(Searching):
             held = self._held_entries(path)  # a commit may have published it meanwhile
             if held is not None:
                 return held
-            docs = self._searcher.documents(path=path)
-            entries = tuple(sorted((to_entry(doc) for doc in docs if doc.get("kind") != FILE), key=_LINE))
+            docs = compat.stored_documents(self._searcher, self._searcher.document_numbers(path=path))
+            entries = tuple(sorted((to_entry(doc) for _, doc in docs if doc.get("kind") != FILE), key=_LINE))
             with self._lock:  # the searcher holds these until a commit changes the file: read them once
                 self._searched = remember_searched(self._searched, path, entries)
             return entries
