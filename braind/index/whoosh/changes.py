@@ -144,7 +144,9 @@ def _committed_docs(searcher: Any, path: str) -> tuple[list[int], dict[Entry, li
     """A file's committed record documents, and its entry documents by entry."""
     records: list[int] = []
     entries: dict[Entry, list[int]] = {}
-    for docnum, stored in compat.stored_documents(searcher, searcher.document_numbers(path=path)):
+    read = compat.StoredFields(searcher)
+    for docnum in searcher.document_numbers(path=path):
+        stored = read(docnum)
         if stored.get("kind") == FILE:
             records.append(docnum)
         else:

@@ -22,7 +22,7 @@ import os
 import pickle
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from typing import Any, cast
 
@@ -103,21 +103,36 @@ def stored_read(reader: Any) -> Callable[[int], dict[str, Any]] | None:
     return read
 
 
-def stored_documents(searcher: Any, docnums: Iterable[int]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each document's number and stored fields, read with `stored_read` where its segment allows.
+class StoredFields:
+    """A searcher's stored fields by document number, each segment read with `stored_read` where it allows.
 
-    What reads a whole file back (a busy day of 100,000 entries): Whoosh's own stored_fields()
-    takes about twice as long a document.
+    Whoosh's own stored_fields() takes about twice as long a document, which counts when a whole
+    file is read back (a busy day of 100,000 entries). Only while the searcher is open.
     """
-    leaves = list(searcher.leaf_searchers())
-    offsets = [offset for _, offset in leaves]
-    reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}
-    for docnum in docnums:
-        leaf = bisect.bisect_right(offsets, docnum) - 1
-        if leaf not in reads:
-            reads[leaf] = stored_read(leaves[leaf][0].reader())
-        read = reads[leaf]
-        yield docnum, (read(docnum - offsets[leaf]) if read is not None else searcher.stored_fields(docnum))
+
+    def __init__(self, searcher: Any) -> None:
+        self._searcher = searcher
+        self._leaves: list[tuple[Any, int]] = list(searcher.leaf_searchers())
+        self._offsets = [offset for _, offset in self._leaves]
+        self._reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}  # per segment
+
+    def leaf(self, docnum: int) -> int:
+        """The index of the segment that holds a document."""
+        return bisect.bisect_right(self._offsets, docnum) - 1
+
+    def __call__(self, docnum: int, leaf: int | None = None) -> dict[str, Any]:
+        """One document's stored fields (`leaf`: its segment, when the caller knows it)."""
+        leaf = self.leaf(docnum) if leaf is None else leaf
+        sub, offset = self._leaves[leaf]
+        if leaf not in self._reads:
+            self._reads[leaf] = stored_read(sub.reader())
+        read = self._reads[leaf]
+        if read is not None:
+            return read(docnum - offset)
+        perdoc = segment_stored(sub.reader())
+        if perdoc is None:
+            return cast(dict[str, Any], self._searcher.stored_fields(docnum))
+        return cast(dict[str, Any], perdoc.stored_fields(docnum - offset) or {})
 
 
 def segment_id(reader: Any) -> Any:

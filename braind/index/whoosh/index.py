@@ -333,8 +333,9 @@ class Index(Searching):
             held = self._held_entries(path)  # a commit may have published it meanwhile
             if held is not None:
                 return held
-            docs = compat.stored_documents(self._searcher, self._searcher.document_numbers(path=path))
-            entries = tuple(sorted((to_entry(doc) for _, doc in docs if doc.get("kind") != FILE), key=_LINE))
+            read = compat.StoredFields(self._searcher)
+            docs = map(read, self._searcher.document_numbers(path=path))
+            entries = tuple(sorted((to_entry(doc) for doc in docs if doc.get("kind") != FILE), key=_LINE))
             with self._lock:  # the searcher holds these until a commit changes the file: read them once
                 self._searched = remember_searched(self._searched, path, entries)
             return entries

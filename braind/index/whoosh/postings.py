@@ -205,7 +205,7 @@ class SearcherView:
         self._live: np.ndarray | None = None
         self._whole = not any(sub.reader().has_deletions() for sub, _ in self._leaves)  # no document deleted
         self._weights = ArrayCache(VIEW_BYTES)
-        self._stored_reads: dict[int, Callable[[int], dict[str, Any]] | None] = {}  # per segment, while open
+        self._stored = compat.StoredFields(searcher)
         self.selected: dict[Any, Any] = {}  # the index's select() results for this searcher
         self.masks: dict[Any, np.ndarray] = {}  # the index's filter masks for this searcher
 
@@ -479,27 +479,14 @@ class SearcherView:
 
     def stored(self, docnum: int) -> dict[str, Any]:
         """A document's stored fields, read from its segment directly (the top-level reader filters by schema)."""
-        return self._stored_in(bisect.bisect_right(self._offsets, docnum) - 1, docnum)
-
-    def _stored_in(self, leaf: int, docnum: int) -> dict[str, Any]:
-        """stored() of a document of the segment at `leaf`."""
-        sub, offset = self._leaves[leaf]
-        if leaf not in self._stored_reads:
-            self._stored_reads[leaf] = compat.stored_read(sub.reader())
-        read = self._stored_reads[leaf]
-        if read is not None:
-            return read(docnum - offset)
-        perdoc = compat.segment_stored(sub.reader())
-        if perdoc is None:
-            return cast(dict[str, Any], self.searcher.stored_fields(docnum))
-        return cast(dict[str, Any], perdoc.stored_fields(docnum - offset) or {})
+        return self._stored(docnum)
 
     def made(self, docnum: int, make: Callable[[dict[str, Any]], Made]) -> Made:
         """What `make` builds from a document's stored fields (an Entry), kept for the next query's hits."""
-        leaf = bisect.bisect_right(self._offsets, docnum) - 1
+        leaf = self._stored.leaf(docnum)
         sub, offset = self._leaves[leaf]
         key = (_segment_id(sub.reader()), docnum - offset)
-        return cast(Made, _STORED.get(key, lambda: make(self._stored_in(leaf, docnum))))
+        return cast(Made, _STORED.get(key, lambda: make(self._stored(docnum, leaf))))
 
 
 def _stem_ranges(lexicon: Lexicon, encoded: bytes) -> tuple[range, range]:
