@@ -210,7 +210,7 @@ def check_race(case: Case, race: Race, mode: str) -> dict[str, int]:
     found = Counter(case.values(race.text))
     refused = [a.value for a in race.acks if a.answered is None and found[a.value]]
     assert not refused, f"writes that were refused are in the file: {refused[:5]}"
-    assert all(n == 1 for n in found.values()), f"braind values doubled: {found.most_common(3)}"
+    assert all(n == 1 for n in found.values()), f"braind values doubled: {found.most_common(3)}\n{race.log[-3000:]}"
     acked = race.acknowledged
     assert acked, "no braind write got through"
     gone = [a for a in (acked[-1:] if case.replaces else acked) if not found[a.value]]

@@ -106,6 +106,72 @@ def test_an_append_reaching_the_old_inode_after_the_swap_is_swapped_back_and_kep
     assert memory.path.read_text() == text == "## alpha\nsecond body\n\n## omega\nomega body\nlate line\n"
 
 
+def add_to_alpha(line: str) -> Callable[[str | None], tuple[str, None]]:
+    """A change that adds a line to section alpha's body (as memory_write_root to a middle section does)."""
+
+    def change(text: str | None) -> tuple[str, None]:
+        assert text is not None
+        return text.replace("first body\n", f"first body\n{line}\n", 1), None
+
+    return change
+
+
+def drop_omega_body(text: str | None) -> tuple[str, None]:
+    """A change that only removes a line."""
+    assert text is not None
+    return text.replace("omega body\n", ""), None
+
+
+SAVED_IN_PLACE_AS_SHOWN = {
+    # change, does the script save braind's version (True) or the one read before it (False) -> the file afterwards
+    "an addition saved with braind's version is made once": (
+        add_to_alpha("braind line"),
+        True,
+        "## alpha\nfirst body\nbraind line\n\n## omega\nomega body\nscript line\n",
+    ),
+    "an addition saved over with the older version is made again": (
+        add_to_alpha("braind line"),
+        False,
+        "## alpha\nfirst body\nbraind line\n\n## omega\nomega body\nscript line\n",
+    ),
+    "a removal saved with braind's version stays made": (
+        drop_omega_body,
+        True,
+        "## alpha\nfirst body\n\n## omega\nscript line\n",
+    ),
+    "a removal saved over with the older version is made again": (
+        drop_omega_body,
+        False,
+        "## alpha\nfirst body\n\n## omega\nscript line\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("what", list(SAVED_IN_PLACE_AS_SHOWN))
+def test_a_save_in_place_during_the_swap_gets_braind_s_change_exactly_once(
+    memory: Target, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """A script holding the old inode open saves into it just after the swap, from braind's version (read in the
+    moment it was in place) or from the one before: that inode comes back, and braind's change is in it once."""
+    change, as_shown, after = SAVED_IN_PLACE_AS_SHOWN[what]
+    holder = open(memory.path, "r+b")  # noqa: SIM115 - held open across the rewrite, as an in-place save would
+    before = memory.path.read_bytes()
+
+    def script_saves() -> None:
+        saved = memory.path.read_bytes() if as_shown else before
+        holder.truncate(0)
+        holder.seek(0)
+        holder.write(saved + b"script line\n")
+        holder.flush()
+
+    try:
+        wrap_exchange(monkeypatch, lambda: None, script_saves)
+        text, _ = rewriter().edit(memory, change, None, False)
+    finally:
+        holder.close()
+    assert memory.path.read_text() == text == after
+
+
 SAVED_JUST_BEFORE = {
     # what vim saves by rename just before braind swaps -> the file afterwards
     "an addition is kept in braind's version": (

@@ -196,6 +196,17 @@ def times(data: bytes, chunk: bytes) -> int:
     return (b"\n" + data).count(b"\n" + lines) if lines else 0
 
 
+def holds_in_order(data: bytes, version: bytes) -> bool:
+    """True when a text holds every line of a version in order: it was saved from that version, lines added."""
+    lines = iter(data.split(b"\n"))
+    return all(line in lines for line in version.split(b"\n"))
+
+
+def saved_from(data: bytes, read: bytes, shown: bytes) -> bool:
+    """True when a text was saved from a version braind showed (made from `read`), not from `read`: the change is in."""
+    return holds_in_order(data, shown) and not (holds_in_order(read, shown) and holds_in_order(data, read))
+
+
 def trailing_new(data: bytes, current: bytes) -> bytes:
     """The lines a text ends with that another text lacks (walking back to the first line both hold)."""
     have = set(current.split(b"\n"))

@@ -29,6 +29,7 @@ from braind.files.rewrite.inodes import (
     open_name,
     read_name,
     same_inode,
+    saved_from,
     self_contained,
     times,
     unlink_quietly,
@@ -45,11 +46,16 @@ log = logging.getLogger(__name__)
 class Rewriter(LateWrites):
     """Safe edits of the files people edit too; the caller holds the daemon's write lock."""
 
+    def __init__(self, quiet_s: float, max_wait_s: float, max_file_bytes: int) -> None:
+        super().__init__(quiet_s, max_wait_s, max_file_bytes)
+        self._shown: list[tuple[bytes, bytes]] = []  # this edit's versions in place for a moment, and what they changed
+
     # -- the edit loop -------------------------------------------------------------
 
     def edit(self, target: Target, change: Change[T], known_size: int | None, append: bool) -> tuple[str, T]:
         """Apply change(old text or None): appended when it only adds at the end and `append` is set, else rewritten."""
         dir_fd = open_dir(target.root, target.rel.parts[:-1], create=True)
+        self._shown = []
         try:
             self._look_back(target, dir_fd)
             for _ in range(ATTEMPTS):
@@ -59,6 +65,7 @@ class Rewriter(LateWrites):
                     return self._attempt(target, dir_fd, change, append, known)
         finally:
             os.close(dir_fd)
+            self._shown = []
         raise BraindError(
             "busy",
             f"{printable(str(target.path))} kept changing while braind tried to change it; nothing was "
@@ -82,6 +89,8 @@ class Rewriter(LateWrites):
             self._sizes[target.path] = len(snap.data)
             refuse_conflicts(snap.text, target.path)
             text, info = change(snap.text)
+            if any(saved_from(snap.data, read, shown) for read, shown in self._shown):
+                text = snap.text  # saved from braind's version while it was in place: the change is in already
             chunks = self._missing(target, snap.data)
             if append and not chunks and len(text) > len(snap.text) and text.startswith(snap.text):
                 self._append(target, dir_fd, snap, text[len(snap.text) :].encode("utf-8"))
@@ -225,6 +234,7 @@ class Rewriter(LateWrites):
             raise Again
         if not exchange(dir_fd, tmp, dir_fd, target.name):
             return self._replace(target, dir_fd, tmp, snap, base)
+        self._shown.append((base, new))  # a program may read it now and save it, with lines of its own, elsewhere
         renamed_in = not same_inode(dir_fd, tmp, snap)
         out = open_name(dir_fd, tmp) if renamed_in else os.dup(snap.fd)
         try:
