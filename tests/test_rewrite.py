@@ -201,6 +201,26 @@ def test_a_rename_save_slipping_in_before_the_swap_is_never_lost(
     assert memory.path.read_text() == after
 
 
+def test_a_rename_save_before_the_swap_and_another_after_it_keep_the_first_save_once(
+    memory: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vim saves by rename just before braind swaps, then again, from its own save, just after: braind carries the
+    first save's line into its version, finds the second save in its place, and must not add that line to it again."""
+    first = MEMORY + "saved by vim\n"
+
+    def vim_saves(text: str) -> Callable[[], None]:
+        def save() -> None:
+            tmp = memory.root / ".MEMORY.md.swp"
+            tmp.write_text(text)
+            os.replace(tmp, memory.path)
+
+        return save
+
+    wrap_exchange(monkeypatch, vim_saves(first), vim_saves(first + "saved again\n"))
+    rewriter().edit(memory, correct_alpha("second body"), None, False)
+    assert memory.path.read_text() == first + "saved again\n"  # braind's change is lost to a save from before it
+
+
 def test_without_rename_exchange_the_temp_file_is_renamed_over_and_late_appends_carried(
     memory: Target, monkeypatch: pytest.MonkeyPatch
 ) -> None:

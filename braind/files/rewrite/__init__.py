@@ -14,8 +14,8 @@ of what Linux does offer (the caller holds the daemon's write lock):
 5. Hard-link the old inode beside the backup, then swap the temp file and the file with one
    `renameat2(RENAME_EXCHANGE)`, and look at what came out. A file another program renamed in
    just before (vim's save) comes out instead of the one read: what it adds to the bytes
-   compared is appended to the new version; any other change of it is swapped back in and the
-   rewrite redone on it.
+   compared is appended to the new version (unless a save made since, from that file, already
+   holds it); any other change of it is swapped back in and the rewrite redone on it.
 6. Look at the old inode once more through the kept descriptor. A write that reached it in the
    last moment comes from a program holding it open (an appender, an in-place save): it is
    swapped back in and the rewrite redone, and what reached braind's version meanwhile goes

@@ -135,11 +135,15 @@ class Rewriter(LateWrites):
         self._sizes[target.path] = start + len(tail)
         return start
 
-    def _carry(self, dir_fd: int, target: Target, extra: bytes, what: str) -> None:
-        """Append bytes another program wrote to a version no longer in place, checked as braind's own appends are."""
+    def _carry(self, dir_fd: int, target: Target, extra: bytes, what: str, held: bytes) -> None:
+        """Append bytes another program wrote to a version no longer in place, checked as braind's own appends are.
+
+        `held` is what braind put in place: a file holding the bytes more often than that was saved since by a
+        program that had them (vim saving again from its own save), and gets them no second time.
+        """
         try:
             for _ in range(ATTEMPTS):
-                if self._appended_once(dir_fd, target, extra):
+                if self._appended_once(dir_fd, target, extra, held):
                     log.info("%s: carried over %d bytes appended to the version %s", target.path, len(extra), what)
                     self._track(target, extra)
                     return
@@ -147,13 +151,15 @@ class Rewriter(LateWrites):
             log.warning("%s: carrying over failed: %s", target.path, exc)
         keep_bytes(extra, target, f"had {len(extra)} bytes added to the version {what}, which could not be carried")
 
-    def _appended_once(self, dir_fd: int, target: Target, extra: bytes) -> bool:
+    def _appended_once(self, dir_fd: int, target: Target, extra: bytes, held: bytes) -> bool:
         """One try at appending carried-over bytes where they survive an in-place save in progress."""
         self._settle(dir_fd, target, self._sizes.get(target.path))
         snap = self._open(dir_fd, target)
         if snap is None:
             return False
         try:
+            if times(snap.data, extra) > times(held, extra):
+                return True  # saved again since by the program that added them: they are in already
             tail = b"\n" + extra if snap.data and not snap.data.endswith(b"\n") else extra
             with contextlib.suppress(Again):
                 start = self._append_at_end(target, dir_fd, snap, tail)
@@ -233,7 +239,7 @@ class Rewriter(LateWrites):
         if not same_inode(dir_fd, target.name, snap):
             raise Again
         if not exchange(dir_fd, tmp, dir_fd, target.name):
-            return self._replace(target, dir_fd, tmp, snap, base)
+            return self._replace(target, dir_fd, tmp, snap, base, new)
         self._shown.append((base, new))  # a program may read it now and save it, with lines of its own, elsewhere
         renamed_in = not same_inode(dir_fd, tmp, snap)
         out = open_name(dir_fd, tmp) if renamed_in else os.dup(snap.fd)
@@ -245,7 +251,7 @@ class Rewriter(LateWrites):
                 self._swap_back(target, dir_fd, tmp, ours, exc.message, BraindError(exc.reason, exc.message))
             late = grown(out, base)
             self._judge(target, dir_fd, tmp, ours, late, renamed_in)
-            return out, self._carry_late(target, dir_fd, out, base, late or b"")
+            return out, self._carry_late(target, dir_fd, out, (base, new), late or b"")
         except BaseException:
             os.close(out)
             raise
@@ -259,7 +265,9 @@ class Rewriter(LateWrites):
                 self._track(target, late)  # a save from an older read could still drop them: they are carried again
             self._swap_back(target, dir_fd, tmp, ours, "another program wrote to it as braind replaced it")
 
-    def _replace(self, target: Target, dir_fd: int, tmp: str, snap: Snapshot, base: bytes) -> tuple[int, bytes]:
+    def _replace(
+        self, target: Target, dir_fd: int, tmp: str, snap: Snapshot, base: bytes, new: bytes
+    ) -> tuple[int, bytes]:
         """Without RENAME_EXCHANGE: rename over the file right after the compare, then carry late appends over."""
         try:
             os.replace(tmp, target.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
@@ -270,7 +278,7 @@ class Rewriter(LateWrites):
         except BraindError as exc:
             raise BraindError(exc.reason, exc.message, written={"path": str(target.path)}) from None
         out = os.dup(snap.fd)
-        return out, self._carry_late(target, dir_fd, out, base, grown(out, base) or b"")
+        return out, self._carry_late(target, dir_fd, out, (base, new), grown(out, base) or b"")
 
     def _swap_back(
         self,
@@ -333,12 +341,14 @@ class Rewriter(LateWrites):
             watched.seen += extra
         self._watch(target, watched.fd, watched.seen, watched.other)
 
-    def _carry_late(self, target: Target, dir_fd: int, fd: int, base: bytes, late: bytes) -> bytes:
-        """Append to the new file what reached the old inode after the compare, until nothing more does."""
+    def _carry_late(self, target: Target, dir_fd: int, fd: int, versions: tuple[bytes, bytes], late: bytes) -> bytes:
+        """Append to the new file (versions: the old one compared, the new one) what reached the old inode after the
+        compare, until nothing more does."""
+        base, held = versions
         for _ in range(CARRIES):
             if not late:
                 break
-            self._carry(dir_fd, target, late, "braind replaced")
-            base += late
+            self._carry(dir_fd, target, late, "braind replaced", held)
+            base, held = base + late, held + late
             late = grown(fd, base) or b""
         return base
