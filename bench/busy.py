@@ -29,7 +29,10 @@ def write_day(root: Path, entries: int, seed: int) -> None:
     now = dt.datetime.now().astimezone()
     path = root / "diary" / f"{now.date().isoformat()}.md"
     partial = path.with_name(path.name + ".bench")
-    partial.write_text(Generator(seed).day_until(entries, now.time()), encoding="utf-8")
+    with open(partial, "w", encoding="utf-8") as out:
+        out.write(Generator(seed).day_until(entries, now.time()))
+        out.flush()
+        os.fsync(out.fileno())  # as the notes that fill a day are: else the first note's fsync writes the whole day
     os.replace(partial, path)
     (root / "MEMORY.md").unlink(missing_ok=True)
 

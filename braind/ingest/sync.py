@@ -252,11 +252,9 @@ class Syncer:
             return None
         if appended.data.startswith(b"\n"):  # the file ended mid-line: that line is complete now, read it again
             return None
-        running = self._hashes.get(path)
-        if running is None or running[0] != before.size or running[1].hexdigest() != before.sha256:
-            running = self._hash_of(path, before)
-            if running is None:
-                return None
+        running = self._running(path, before)
+        if running is None:
+            return None
         try:
             info = os.lstat(path)
         except OSError:
@@ -268,6 +266,29 @@ class Syncer:
         digest.update(appended.data)
         _keep(self._hashes, path, (end, digest, running[2] + appended.data.count(b"\n")))
         return FileRecord(before.root, path, end, info.st_mtime_ns, digest.hexdigest()), running[2]
+
+    def prepare_append(self, root: Root, rel: Path) -> None:
+        """Work out ahead what a note to a day needs (its running hash, how often each entry occurs), so that the
+        first note after a start costs its own length, not a read of the whole day."""
+        with self.lock:
+            path = str(root.path / rel)
+            before = self.index.record(path)
+            if before is None or self._running(path, before) is None:
+                return
+            try:
+                old = self.index.file_entries(path)
+            except BraindError:  # an index being repaired: the first note reads the day itself
+                return
+            found = self._seen.get(path)
+            if found is None or found[0] is not old:
+                _keep(self._seen, path, (old, occurrences(old)))
+
+    def _running(self, path: str, before: FileRecord) -> tuple[int, Any, int] | None:
+        """The running hash and line count of what the index holds of a file, kept or read now; None when it differs."""
+        running = self._hashes.get(path)
+        if running is not None and running[0] == before.size and running[1].hexdigest() == before.sha256:
+            return running
+        return self._hash_of(path, before)
 
     def _hash_of(self, path: str, before: FileRecord) -> tuple[int, Any, int] | None:
         """The running hash and line count of what the index holds of a file, read once; None when it differs."""

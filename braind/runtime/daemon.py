@@ -114,6 +114,15 @@ class Daemon:
         log.info("ready: %s", report.as_dict())
         sdnotify.notify("READY=1", self._status_line())
         self._start_watchdog()
+        threading.Thread(target=self._prepare_notes, name="braind-prepare-notes", daemon=True).start()
+
+    def _prepare_notes(self) -> None:
+        """Read today's diary ahead for the first note, after ready: a busy day takes a second or two to read."""
+        try:
+            self.memory.prepare_notes()
+        except Exception as exc:  # only a read ahead: the first note reads the day itself
+            if not self.stopping.is_set():
+                log.warning("could not read today's diary ahead for the first note: %s", exc)
 
     def _create_new_user_root(self) -> None:
         """Create a user root the index knows nothing of (0700), so a fresh install reads ok.

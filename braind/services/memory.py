@@ -8,6 +8,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from braind import __version__
@@ -179,6 +180,13 @@ class Memory:
             for key, value in report.as_dict().items():
                 setattr(total, key, getattr(total, key) + value)
         return total
+
+    def prepare_notes(self) -> None:
+        """Read ahead, in every available root, what the first note to today's diary needs (once, at start)."""
+        today = Path("diary", f"{self.context.clock().date().isoformat()}.md")
+        for root in self.roots.all():
+            if root_available(root):
+                self.syncer.prepare_append(root, today)
 
     def reindex(self) -> dict[str, Any]:
         """Rebuild the index from the files while the old one keeps answering."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.ma  # np.unique imports it on first use: here at start, not inside the first recall
 
 
 def whole(keys: np.ndarray, lines: np.ndarray, live: np.ndarray, steps: Sequence[int]) -> list[np.ndarray]:
