@@ -633,6 +633,43 @@ def test_merged_away_segments_leave_nothing_in_the_shared_caches(index: Index) -
     assert not cached & gone
 
 
+def test_a_commit_reads_ahead_what_searches_need_of_the_segments_it_wrote_or_merged(
+    index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After every commit, merges among them, each segment's lexicons are held before a search: none reads one."""
+    lines: list[str] = []
+    for step in range(30):
+        lines.append(f"kafka note {step}")
+        put(index, "diary/2026-01-10.md", *(entry(t, n + 1) for n, t in enumerate(lines)))
+        index.commit()
+        for reader, _ in index._searcher.reader().leaf_readers():
+            for field in (analysis.FIELD, postings.HEADS):
+                assert index._segments.find(reader, "lexicon", field) is not None, (step, field)
+    reads: list[str] = []
+    real = postings.Lexicon.read
+    monkeypatch.setattr(postings.Lexicon, "read", classmethod(lambda cls, r, f: reads.append(f) or real(r, f)))
+    put(index, "diary/2026-01-10.md", *(entry(t, n + 1) for n, t in enumerate(lines)), entry("kafka last", 99))
+    assert len(index.search("kafka", limit=100).hits) == len(lines) + 1  # scored by hand: the entry before it found
+    assert reads == []
+
+
+def test_appends_prepared_for_have_every_segments_heads_read(state: Path) -> None:
+    """An index opened again holds no lexicon; warm_appends reads every segment's fingerprint heads."""
+    first = Index(state, "identity-1")
+    first.open()
+    for step in range(3):
+        put(first, f"diary/2026-01-0{step + 1}.md", entry(f"note {step}", date=f"2026-01-0{step + 1}"))
+        first.commit()
+    first.close()
+    index = Index(state, "identity-1")
+    assert index.open() is False
+    leaves = [reader for reader, _ in index._searcher.reader().leaf_readers()]
+    assert len(leaves) > 1 and all(index._segments.find(r, "lexicon", postings.HEADS) is None for r in leaves)
+    index.prepare_appends("/mem/user/diary/2026-01-01.md")
+    assert all(index._segments.find(r, "lexicon", postings.HEADS) is not None for r in leaves)
+    index.close()
+
+
 def test_ties_are_broken_newer_first(index: Index, settle: Settle) -> None:
     days = ["2026-01-03", "2026-01-01", "2026-01-02"]
     for day in days:  # the same words with the same context: equal scores

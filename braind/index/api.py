@@ -119,6 +119,9 @@ class SearchIndex(Protocol):
     def recent(self, path: str, count: int) -> list[Entry]:
         """The last `count` entries of one file, by line."""
 
+    def prepare_appends(self, path: str) -> None:
+        """Read ahead what searches need while entries appended to a file wait for their commit."""
+
     def search(
         self,
         query: str,

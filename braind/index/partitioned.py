@@ -400,6 +400,13 @@ class PartitionedIndex:
         with self._reading():
             return part.recent(path, count) if part is not None else []
 
+    def prepare_appends(self, path: str) -> None:
+        """Read ahead, in the file's partition, what searches need while appends to it wait for their commit."""
+        part = self._part(partition_key(path), create=False)
+        if part is not None:
+            with self._reading():
+                part.prepare_appends(path)
+
     def search(
         self,
         query: str,

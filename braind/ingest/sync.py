@@ -268,8 +268,9 @@ class Syncer:
         return FileRecord(before.root, path, end, info.st_mtime_ns, digest.hexdigest()), running[2]
 
     def prepare_append(self, root: Root, rel: Path) -> None:
-        """Work out ahead what a note to a day needs (its running hash, how often each entry occurs), so that the
-        first note after a start costs its own length, not a read of the whole day."""
+        """Work out ahead what a note to a day needs (its running hash, how often each entry occurs) and what searches
+        need while it waits for its commit, so that the first note after a start, and the recall after it, cost
+        their own length, not a read of the whole day or of the index's lexicons."""
         with self.lock:
             path = str(root.path / rel)
             before = self.index.record(path)
@@ -282,6 +283,7 @@ class Syncer:
             found = self._seen.get(path)
             if found is None or found[0] is not old:
                 _keep(self._seen, path, (old, occurrences(old)))
+        self.index.prepare_appends(path)  # outside the lock: searches read this, notes need not wait for it
 
     def _running(self, path: str, before: FileRecord) -> tuple[int, Any, int] | None:
         """The running hash and line count of what the index holds of a file, kept or read now; None when it differs."""

@@ -234,6 +234,7 @@ class Index(Searching):
     def _publish(self, batch: dict[str, Change]) -> None:
         """Swap in a new searcher and drop the snapshot it now contains, atomically for readers."""
         searcher = compat.searcher_keeping(self._ix, self._searcher)  # the readers of untouched segments kept
+        self._read_new_segments(searcher)
         with self._search_lock:
             old, self._searcher, self._cache = self._searcher, searcher, {}  # the view goes stale: see _view_now()
             with self._lock:
@@ -244,6 +245,17 @@ class Index(Searching):
                 self._version += 1
                 self._generation += 1
         compat.close_unshared(old, searcher)
+
+    def _read_new_segments(self, searcher: Any) -> None:
+        """Read what the first search would of the segments a commit wrote or merged, here in the committer.
+
+        A merge can make a segment of the whole partition: reading its term table is tens of
+        milliseconds, which the first search after the commit would otherwise wait for.
+        """
+        try:
+            postings.read_segments(searcher, self._segments, (analysis.FIELD, postings.HEADS), self._searcher)
+        except Exception:  # only a read ahead: the search reads the segment itself, and reports what is wrong
+            log.debug("could not read new segments ahead", exc_info=True)
 
     def _apply_record(self, path: str, change: Change) -> None:
         """Update the committed record table after a change is committed."""

@@ -44,6 +44,7 @@ WARM_BYTES = 24 << 20  # posting tables built ahead of any search, all segments 
 VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
 TERM_LIST_BYTES = 8 << 20  # a term's merged list in each segment, kept for the searchers after a commit
 ITEM_BYTES = 512  # what one cached item costs besides its arrays: its key, tuple and array headers
+HEADS = "fp_head"  # the field of fingerprint heads, by which a committed entry is found
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
@@ -163,6 +164,17 @@ class ArrayCache:
 def _segment_of(key: Hashable) -> Hashable:
     """The segment a key's arrays come from: its first item (a key of another shape stands for itself)."""
     return key[0] if isinstance(key, tuple) and key else key
+
+
+def read_segments(searcher: Any, segments: SegmentCache, fields: Sequence[str], shared_with: Any = None) -> None:
+    """Cache a searcher's per-segment lexicons, stamps and lengths, but of readers shared with a searcher in use."""
+    shared = {id(sub.reader()) for sub, _ in shared_with.leaf_searchers()} if shared_with is not None else set()
+    for reader in (sub.reader() for sub, _ in searcher.leaf_searchers()):
+        if id(reader) not in shared:
+            for field in fields:
+                segments.get(reader, "lexicon", field, Lexicon.read)
+            segments.get(reader, "stamps", analysis.FIELD, _leaf_stamps)
+            segments.get(reader, "lengths", analysis.FIELD, _leaf_lengths)
 
 
 def forget_segments(segments: Collection[Hashable]) -> None:
@@ -351,7 +363,7 @@ class SearcherView:
         A fingerprint head is shared by a few thousandth of the documents, where a path holds all of
         a busy day's: the cost stays that of a few lookups however large the file.
         """
-        ids, _ = self._read("fp_head", head, EXACT)
+        ids, _ = self._read(HEADS, head, EXACT)
         return {
             n
             for n in ids.tolist()
@@ -405,11 +417,15 @@ class SearcherView:
 
     def warm(self) -> None:
         """Read what every search of this searcher needs: each segment's lexicon, stamps, norms, neighbours."""
-        for sub, _ in self._leaves:
-            self._segments.get(sub.reader(), "lexicon", analysis.FIELD, Lexicon.read)
+        read_segments(self.searcher, self._segments, (analysis.FIELD,))
         self.stamps()
         self.norms(analysis.FIELD)
         self.neighbours()
+
+    def warm_appends(self) -> None:
+        """Read each segment's fingerprint heads, by which a search finds the entry an uncommitted append follows."""
+        for sub, _ in self._leaves:
+            self._segments.get(sub.reader(), "lexicon", HEADS, Lexicon.read)
 
     def warm_postings(self, count: int) -> bool:
         """Decode `count` more lists into the posting table of the first segment that lacks one.

@@ -141,6 +141,12 @@ class Searching:
         self._check_open()
         self._view_now().warm()
 
+    def prepare_appends(self, path: str) -> None:
+        """Read ahead what searches need while entries appended to a file wait for their commit."""
+        with self._search_lock:
+            self._check_open()
+            self._view_now().warm_appends()
+
     def warm_postings(self, count: int) -> bool:
         """Decode some posting lists ahead of searches; False when there is nothing left (hold `reading`)."""
         self._check_open()
