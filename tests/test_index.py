@@ -1156,3 +1156,15 @@ def test_holding_more_of_the_words_outweighs_one_rarer_word(index: Index, settle
     hits = index.search("gamma zeta alpha").hits  # no two of the words side by side: no phrase bonus
     assert [h.entry.text for h in hits[:2]] == ["alpha gamma", "zeta"]
     assert hits[0].score / ranking.coordination(2, 3) < hits[1].score  # its words alone weigh less than the rare one
+
+
+def test_candidates_past_the_limit_are_loaded_only_when_the_phrase_bonus_could_lift_them() -> None:
+    full = [ranking.Candidate(True, score, 0, n) for n, score in enumerate([9.0, 8.0, 6.5, 5.0])]
+    partial = [ranking.Candidate(False, 8.5, 0, 10)]
+    chosen = ranking.reachable(full, partial, 2, 1.5)
+    assert [c.ref for c in chosen] == [0, 1, 2]  # 6.5 + 1.5 reaches 8.0; 5.0 cannot; a partial one never passes
+    assert [c.ref for c in ranking.reachable(full[:1], partial, 1, 0.0)] == [0]
+    assert [c.ref for c in ranking.reachable(full[:1], partial, 3, 0.0)] == [0, 10]
+    many = [ranking.Candidate(True, 1.0, 0, n) for n in range(40)]
+    assert len(ranking.reachable(many, [], 5, 1.0)) == ranking.DEPTH  # ties all within reach: as deep as it looks
+    assert len(ranking.reachable(many, [], 30, 1.0)) == 30

@@ -150,6 +150,19 @@ def test_a_question_ranks_a_phrase_it_holds_higher(daemon: Daemon) -> None:
     assert daemon.recall("the support group")[0] == "the support group met on Tuesday"
 
 
+def test_a_smaller_limit_shows_the_first_hits_of_a_larger_one(make_daemon: Callable[..., Daemon]) -> None:
+    d = make_daemon(start=False)
+    write_day(d, days_ago(1), "[09:00] group support for the team")  # shorter and newer: first before the bonus
+    write_day(d, days_ago(3), "[09:00] the support group met on Tuesday at the hall")
+    for day in range(5, 20):
+        write_day(d, days_ago(day), f"[09:00] the hall was booked for a group of {day}")
+    d.start()
+    ranked = [text for text, _, _ in hits(d, "the support group", limit=20)]
+    assert ranked[0] == "the support group met on Tuesday at the hall"
+    for limit in (1, 2, 5):
+        assert [text for text, _, _ in hits(d, "the support group", limit=limit)] == ranked[:limit]
+
+
 def test_a_short_reply_is_lifted_by_the_question_before_it(make_daemon: Callable[..., Daemon]) -> None:
     d = make_daemon(start=False)
     write_day(

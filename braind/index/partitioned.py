@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import heapq
 import logging
 import os
 import shutil
@@ -428,6 +427,7 @@ class PartitionedIndex:
         parsed = parse_query(query, self.language)
         check_limit(limit)
         terms = parsed.required
+        depth = max(limit, ranking.DEPTH)
         with self._lock:
             parts = [(key, self._parts[key]) for key in _window(sorted(self._parts), since)]
         with ExitStack() as held:
@@ -449,16 +449,15 @@ class PartitionedIndex:
             for key, part, maps, _ in prepared:
                 if key is None:
                     each = [_filters(k, p, since, roots, type) for k, p in zip(part.names, part.parts, strict=True)]
-                    ranked = part.rank(maps, weights, each, limit, strict)
+                    ranked = part.rank(maps, weights, each, depth, strict)
                 else:
-                    ranked = part.rank(terms, maps, weights, _filters(key, part, since, roots, type), limit, strict)
+                    ranked = part.rank(terms, maps, weights, _filters(key, part, since, roots, type), depth, strict)
                 full += [_from(c, part) for c in ranked.full]
                 partial += [_from(c, part) for c in ranked.partial]
                 total, partial_total = total + ranked.total, partial_total + ranked.partial_total
-            best = ranking.BEST
-            chosen = heapq.nlargest(limit, full, best) + heapq.nlargest(max(limit - len(full), 0), partial, best)
+            chosen = ranking.reachable(full, partial, limit, ranking.most_bonus(parsed))
             loaded = [(c, c.source.load([c])[0]) for c in chosen]
-        found = finish_hits(self.language, parsed, loaded)
+        found = finish_hits(self.language, parsed, loaded)[:limit]
         ranked = ranking.Ranked([], [], total, partial_total)
         return make_found(self.language, found, terms, stats, ranked, snippet_chars)
 

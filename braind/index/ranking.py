@@ -17,6 +17,7 @@ held words come with it.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import operator
@@ -37,6 +38,9 @@ K1, B = 0.9, 0.4  # BM25's saturation and length normalisation, for short texts
 CONTEXT = ((-1, 0.5), (-2, 0.5), (1, 0.25))
 AFTER = max(0, *(step for step, _ in CONTEXT))  # how many entries after an entry its context reaches
 PHRASE_BONUS = 1.0  # each pair of query words standing together in the entry, stopwords too
+# Candidates a search looks at, at least: the phrase bonus, known only once an entry is loaded, may lift one
+# past the `limit`-th into the first `limit`; so any smaller limit shows the first hits of a recall's default page.
+DEPTH = 20
 # An entry's own score times 1 + COORDINATION x (words it holds - 1) / (query words - 1): of two entries
 # matching part of a question, the one holding more of its words is likelier the answer than one holding
 # a single rare word (hit@5 on the LoCoMo development set 0.730 -> 0.75, no conversation worse).
@@ -233,6 +237,21 @@ def _top(
     ]
 
 
+def reachable(full: Sequence[Candidate], partial: Sequence[Candidate], limit: int, bonus: float) -> list[Candidate]:
+    """The candidates that can end among the first `limit` once each gets its phrase bonus (at most `bonus`).
+
+    Full matches come first, then partial ones, each group by score. Past the `limit`-th candidate, only
+    those of its group whose score is within `bonus` of its score can still overtake it, up to `DEPTH`.
+    """
+    depth = max(limit, DEPTH)
+    ordered = heapq.nlargest(depth, full, BEST)
+    ordered += heapq.nlargest(max(depth - len(ordered), 0), partial, BEST)
+    if len(ordered) <= limit:
+        return ordered
+    last = ordered[limit - 1]
+    return ordered[:limit] + [c for c in ordered[limit:] if c.full == last.full and c.score + bonus >= last.score]
+
+
 def held_of(held: int, terms: Sequence[Term]) -> tuple[str, ...]:
     """The query words of a bit mask from ranking, as the query wrote them."""
     return tuple(term.word for bit, term in enumerate(terms) if held >> bit & 1)
@@ -311,6 +330,11 @@ def phrase_pairs(query: Query) -> tuple[tuple[str, str], ...]:
     """The pairs of consecutive query words (stopwords too) whose standing together earns the phrase bonus."""
     words = [term.keys[0] for term in query.terms if not term.cjk]
     return tuple(dict.fromkeys(itertools.pairwise(words)))
+
+
+def most_bonus(query: Query) -> float:
+    """The largest phrase bonus an entry can get for a query: every pair standing together."""
+    return PHRASE_BONUS * len(phrase_pairs(query))
 
 
 def phrase_bonus(language: Language, text: str, pairs: Sequence[tuple[str, str]]) -> float:

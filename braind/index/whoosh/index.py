@@ -380,10 +380,11 @@ class Index(Searching):
         terms = parsed.required
         with self.reading:
             maps, stats = self.term_maps(terms)
-            ranked = self.rank(terms, maps, [ranking.weights_of(st) for st in stats], filters, limit, strict)
-            chosen = (ranked.full + ranked.partial)[:limit]
+            weights = [ranking.weights_of(st) for st in stats]
+            ranked = self.rank(terms, maps, weights, filters, max(limit, ranking.DEPTH), strict)
+            chosen = ranking.reachable(ranked.full, ranked.partial, limit, ranking.most_bonus(parsed))
             loaded = self.load(chosen)
-        found = finish_hits(self.language, parsed, list(zip(chosen, loaded, strict=True)))
+        found = finish_hits(self.language, parsed, list(zip(chosen, loaded, strict=True)))[:limit]
         return make_found(self.language, found, terms, stats, ranked, snippet_chars)
 
     def stats(self) -> dict[str, Any]:
