@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from braind.errors import InvalidParams, MethodNotFound, Unavailable
+from braind.rpc.methods import answers_inline
 from braind.rpc.protocol import MAX_LINE
 from braind.rpc.server import SocketServer
 from tests.conftest import Daemon, wait_until
@@ -74,6 +75,8 @@ class Toy:
             return {"value": object()}
         if method == "slow":
             return self.slow()
+        if method in ("where", "where_inline"):
+            return threading.current_thread().name
         raise MethodNotFound("unknown_method", f"no method {method!r}")
 
     def slow(self) -> str:
@@ -97,9 +100,21 @@ def toy() -> Iterator[Toy]:
     dispatcher.release.set()
 
 
-@pytest.fixture
-def server(sock_dir: Path, toy: Toy) -> Iterator[SocketServer]:
-    with SocketServer(sock_dir / "run" / "braind.sock", toy) as running:
+# Every method of the toy but the one that blocks, answered on the event loop: what the daemon's reads are.
+INLINE = ("echo", "note", "refuse", "crash", "unserialisable", "where_inline")
+
+
+def inline(method: str, params: object) -> bool:
+    """The toy requests the loop answers itself."""
+    return method in INLINE
+
+
+@pytest.fixture(params=[False, True], ids=["on-workers", "inline"])
+def server(sock_dir: Path, toy: Toy, request: pytest.FixtureRequest) -> Iterator[SocketServer]:
+    """The server with every method handed to a worker, and with the quick ones answered on the loop."""
+    with SocketServer(
+        sock_dir / "run" / "braind.sock", toy, inline=inline if request.param else lambda method, params: False
+    ) as running:
         yield running
 
 
@@ -430,6 +445,35 @@ def test_a_slow_request_holds_up_only_its_own_connection(server: SocketServer, t
         assert [slow.reply()["id"] for _ in range(3)] == [1, 2, 3]
 
 
+def test_inline_methods_run_on_the_loop_and_the_others_on_a_worker(sock_dir: Path, toy: Toy) -> None:
+    with SocketServer(sock_dir / "braind.sock", toy, inline=inline) as running, Peer(running.path) as peer:
+        assert peer.call("where_inline")["result"] == "braind-server"
+        assert peer.call("where")["result"] == "braind-worker"
+        batch = json.dumps([json.loads(request("where_inline", 1))]).encode() + b"\n"
+        peer.send(batch)
+        assert [reply["result"] for reply in peer.reply()] == ["braind-worker"]  # a batch always goes to a worker
+
+
+def test_an_inline_request_is_answered_while_a_worker_waits_and_after_its_own_connections(
+    sock_dir: Path, toy: Toy
+) -> None:
+    running = SocketServer(sock_dir / "braind.sock", toy, inline=inline)
+    with running, Peer(running.path) as slow, Peer(running.path) as other:
+        slow.send(request("slow", 1) + request("echo", 2) + request("where_inline", 3))
+        assert toy.entered.wait(WAIT)
+        assert other.call("where_inline", 9)["result"] == "braind-server"
+        slow.sock.settimeout(0.0)
+        with pytest.raises(BlockingIOError):
+            slow.sock.recv(1)  # the inline lines after `slow` wait for its answer
+        slow.sock.settimeout(WAIT)
+        toy.release.set()
+        assert [(r["id"], r["result"]) for r in (slow.reply() for _ in range(3))] == [
+            (1, "done"),
+            (2, {}),
+            (3, "braind-server"),
+        ]
+
+
 def test_a_stalled_line_is_cut_off_but_an_idle_connection_is_kept(sock_dir: Path, toy: Toy) -> None:
     with SocketServer(sock_dir / "s", toy, read_timeout=0.2) as server, Peer(server.path) as idle:
         assert idle.call("echo", 1)["id"] == 1
@@ -679,3 +723,21 @@ def read_until(child: subprocess.Popen[bytes], text: bytes) -> bytes:
             assert chunk, f"child ended without {text!r}: {seen!r}"
             seen += chunk
     return seen
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "on_loop"),
+    [
+        ("brain_recall", {"query": "tea"}, True),
+        ("memory.query", {}, True),
+        ("inject", {"session": "s"}, True),
+        ("inject", {"session": "s", "signals": {"cwd": "/p"}}, True),
+        ("inject", {"session": "s", "signals": {"cwd": "/p", "tools": [{"tool": "Edit"}]}}, False),
+        ("brain_note", {"text": "x"}, False),
+        ("memory_recall", {"query": "tea"}, False),
+        ("status", {}, False),
+    ],
+)
+def test_the_daemon_answers_on_the_loop_only_what_cannot_write_or_wait(method: str, params: Any, on_loop: bool) -> None:
+    """An inject with tool calls may write a workflow entry, so it goes to a worker like every write."""
+    assert answers_inline(method, params) is on_loop

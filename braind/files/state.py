@@ -136,6 +136,7 @@ class RootState:
         self._pending_turns: list[dict[str, Any]] = []
         self.intents: dict[str, dict[str, Any]] = {}  # intents whose changes are not written yet
         self._lock = threading.RLock()
+        self._uses_lock = threading.Lock()  # the pending uses only: a recall counting them never waits on a flush
         self._load()
 
     # -- reading -------------------------------------------------------------------
@@ -281,7 +282,7 @@ class RootState:
 
     def use(self, fps: Sequence[str]) -> None:
         """Count uses in memory; flush() writes them out."""
-        with self._lock:
+        with self._uses_lock:
             for fp in fps:
                 self._pending_uses[fp] = self._pending_uses.get(fp, 0) + 1
 
@@ -291,7 +292,8 @@ class RootState:
             return
         with self._lock:
             turns, self._pending_turns = self._pending_turns, []
-            uses, self._pending_uses = self._pending_uses, {}
+            with self._uses_lock:
+                uses, self._pending_uses = self._pending_uses, {}
             try:
                 if turns:
                     self._append(TURNS_LOG, "\n".join(_dumps(t) for t in turns))
@@ -305,8 +307,9 @@ class RootState:
                 log.warning("cannot write use counts and turns to %s: %s; will retry", self.root.path, exc)
             finally:
                 self._pending_turns = turns + self._pending_turns
-                for fp, n in uses.items():
-                    self._pending_uses[fp] = self._pending_uses.get(fp, 0) + n
+                with self._uses_lock:
+                    for fp, n in uses.items():
+                        self._pending_uses[fp] = self._pending_uses.get(fp, 0) + n
 
     @property
     def pending(self) -> bool:

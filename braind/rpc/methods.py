@@ -43,6 +43,19 @@ READS = frozenset(
     }
 )
 
+# Answered on the socket's event loop, not handed to a worker: they only compute over what the daemon holds (the
+# index, typed state, a session's frozen snapshot) and never write or wait on a lock another program may hold.
+INLINE = frozenset({"brain_recall", "memory.list", "memory.query", "memory.entries", "tools"})
+
+
+def answers_inline(method: str, params: Any) -> bool:
+    """Whether the event loop answers a request itself; `inject` only without tool calls, which may write a workflow."""
+    if method in INLINE:
+        return True
+    signals = params.get("signals") if isinstance(params, dict) else None
+    return method == "inject" and not (isinstance(signals, dict) and signals.get("tools"))
+
+
 _PROJECT = s.string("Absolute path of the project directory whose memory (<project>/.agents/.memory) to use.")
 _TRIGGERS = s.strings("Triggers that recall this entry later: file:<name>, tool:<name> or err:<code>.", 32)
 
@@ -347,7 +360,7 @@ def dispatcher(table: dict[str, Method]) -> Callable[[str, dict[str, Any]], Any]
         if method is None:
             raise MethodNotFound("unknown_method", f"unknown method {name!r}; see the `tools` and `status` methods")
         args = s.validate(method.params, params)
-        if name not in READS:
+        if name not in READS or name in INLINE:  # the loop answers its reads one at a time, waiting for none
             return method.handler(**args)
         with reads:
             return method.handler(**args)

@@ -2,11 +2,14 @@
 
 One thread runs an event loop: the listener and every connection sit non-blocking
 in one selector, so an idle connection costs a descriptor and a buffer, not a
-thread. Complete lines go to a small pool of worker threads, because a handler
-may wait on the disk, a lock or an approval command. A connection has at most
-one request in flight, so its lines are answered in order and a client may
-pipeline. `dispatch` is called from several threads at once and must do its
-own locking.
+thread. The loop answers the requests `inline` picks itself: they only compute
+over what the daemon holds, and Python runs one thread at a time, so handing
+them to another thread would only add two thread switches and a fight for the
+interpreter (under eight clients, a third of a recall's cost). Every other
+line goes to a small pool of worker threads, because its handler may wait on
+the disk, a lock or an approval command. A connection has at most one request
+in flight, so its lines are answered in order and a client may pipeline.
+`dispatch` is called from several threads at once and must do its own locking.
 """
 
 from __future__ import annotations
@@ -63,9 +66,11 @@ class SocketServer:
         workers: int = 8,
         grace: float = 5.0,
         listen_socket: socket.socket | None = None,
+        inline: Callable[[str, Any], bool] = lambda method, params: False,
     ) -> None:
         self.path = path
         self._dispatch = dispatch
+        self._inline = inline
         self._max_connections = max_connections
         self._read_timeout = read_timeout
         self._idle_timeout = idle_timeout
@@ -409,7 +414,7 @@ class SocketServer:
                 self._settle(conn)
 
     def _next_request(self, conn: Connection) -> None:
-        """Hand the next complete line to a worker, unless one is in flight or the peer is behind on replies."""
+        """Answer or hand on the next complete lines, unless one is in flight or the peer is behind on replies."""
         while not (conn.busy or conn.closing) and len(conn.outbuf) < HIGH_WATER:
             try:
                 line = conn.next_line()
@@ -421,8 +426,21 @@ class SocketServer:
             if line is None:
                 return
             if line.strip():  # blank lines are not requests and get no answer
-                conn.busy = True
-                self._workers.submit(functools.partial(self._work, conn, line))
+                self._hand_on(conn, line)
+
+    def _hand_on(self, conn: Connection, line: bytes) -> None:
+        """Answer a line here when it is malformed or calls an inline method; hand any other to a worker."""
+        try:
+            decoded = decode(line)
+        except BraindError as err:
+            conn.outbuf += encode_error(None, err)
+            return
+        if isinstance(decoded, Request) and (decoded.error is not None or self._inline(decoded.method, decoded.params)):
+            if (reply := self._answer(decoded)) is not None:
+                conn.outbuf += reply
+            return
+        conn.busy = True
+        self._workers.submit(functools.partial(self._work, conn, decoded))
 
     def _flush(self, conn: Connection) -> bool:
         """Write queued reply bytes without blocking; False when the peer is gone and the connection dropped."""
@@ -495,23 +513,19 @@ class SocketServer:
 
     # -- the workers' side ------------------------------------------------------------------------
 
-    def _work(self, conn: Connection, line: bytes) -> None:
+    def _work(self, conn: Connection, decoded: Request | list[Request]) -> None:
         """Answer one line on a worker thread and post the reply to the loop, whatever happens."""
         reply: bytes | None = _INTERNAL_REPLY
         try:
-            reply = self._answer_line(line)
+            reply = self._answer_decoded(decoded)
         except Exception:
             log.exception("connection handler failed")
         finally:
             self._done.append((conn, reply))
             self._wake()
 
-    def _answer_line(self, line: bytes) -> bytes | None:
+    def _answer_decoded(self, decoded: Request | list[Request]) -> bytes | None:
         """The reply to one line: one answer, a batch answer, or nothing for notifications."""
-        try:
-            decoded = decode(line)
-        except BraindError as err:
-            return encode_error(None, err)
         if isinstance(decoded, Request):
             return self._answer(decoded)
         replies = [reply for reply in map(self._answer, decoded) if reply is not None]

@@ -25,7 +25,7 @@ from braind.index.partitioned import PartitionedIndex
 from braind.ingest.sync import Syncer, root_available
 from braind.ingest.watcher import Watcher
 from braind.model.roots import Root
-from braind.rpc.methods import build, dispatcher
+from braind.rpc.methods import answers_inline, build, dispatcher
 from braind.rpc.server import SocketServer
 from braind.runtime import sdnotify
 from braind.runtime.statelock import RootLocks, StateLock
@@ -162,6 +162,7 @@ class Daemon:
             idle_timeout=float(self.config.server.idle_timeout_seconds),
             workers=self.config.server.workers,
             listen_socket=passed[0] if passed else None,
+            inline=answers_inline,
         )
         server.bind()
         return server
