@@ -283,22 +283,28 @@ def test_a_started_index_reads_its_lexicons_and_arrays_before_the_first_search(t
         again.close()
 
 
-def _tabled(index: PartitionedIndex) -> int:
-    """How many segments of the index's partitions have their posting table."""
+def _tabled(index: PartitionedIndex, complete: bool = False) -> int:
+    """How many segments of the index's partitions have their posting table (`complete`: holding every list)."""
     from braind.index import analysis
 
     count = 0
     for part in index._all():
         with part.reading:
             view = part.view()
-            count += sum(
-                view._segments.find(sub.reader(), "table", analysis.FIELD) is not None for sub, _ in view._leaves
-            )
+            found = [view._segments.find(sub.reader(), "table", analysis.FIELD) for sub, _ in view._leaves]
+            count += sum(table is not None and (table.complete or not complete) for table in found)
     return count
 
 
-def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a_rebuild(tmp_path: Path) -> None:
-    from braind.index.whoosh import postings
+@pytest.mark.parametrize("long_list", [None, 0])
+def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a_rebuild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, long_list: int | None
+) -> None:
+    """Every list, short or long (0: every list is long, added after all the short ones), before any search."""
+    from braind.index.whoosh import postings, tables
+
+    if long_list is not None:
+        monkeypatch.setattr(tables, "LONG_LIST", long_list)
 
     first = PartitionedIndex(tmp_path / "state", "test")
     first.open()
@@ -316,6 +322,7 @@ def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a
         wait_until(lambda: _tabled(again) == 3, 15, "a posting table for each partition's segment")
         wait_until(lambda: again.stats()["warming"] is False, 15, "status no longer says warming")
         wait_until(lambda: warmed == [3], 15, "told once, when every table is built")
+        assert _tabled(again, complete=True) == 3
         assert again.search(word).total == 3
         assert not [key for key in list(postings._POSTINGS._lists) if key[2] == word.encode()]  # nothing decoded
         rebuild = again.rebuild()

@@ -14,7 +14,7 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
 from braind.index import analysis, ranking
 from braind.index.api import FileRecord
-from braind.index.whoosh import compat, decoding, postings
+from braind.index.whoosh import compat, decoding, postings, tables
 from braind.index.whoosh.index import Index
 from braind.index.whoosh.lexicon import Lexicon
 from braind.model.entries import Entry
@@ -238,12 +238,15 @@ def test_decoded_posting_lists_of_several_blocks_equal_whooshs(tmp_path: Path) -
         ix.close()
 
 
+@pytest.mark.parametrize("long_list", [tables.LONG_LIST, 1])
 def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_stops_at_its_budget(
-    index: Index, monkeypatch: pytest.MonkeyPatch
+    index: Index, monkeypatch: pytest.MonkeyPatch, long_list: int
 ) -> None:
+    """Short lists first, long ones (past `long_list` postings; 1: most) after: searches find what they found."""
     words = ["deploy", "dep", "kafka", "caf", "café", "乌", "乌龙", "饮料", "zeta", "zz"]
     modes = (postings.EXACT, postings.LONGER)
     before = {(w, m): index.view().weights(analysis.FIELD, w, m, cache=False) for w in words for m in modes}
+    monkeypatch.setattr(tables, "LONG_LIST", long_list)
     monkeypatch.setattr(postings, "WARM_BYTES", 0)
     assert index.warm_postings(10) is False  # the budget is full: no table begun
     monkeypatch.setattr(postings, "WARM_BYTES", postings.CACHE_BYTES)
@@ -252,16 +255,43 @@ def test_warming_tables_each_segments_lists_as_a_search_would_decode_them_and_st
         steps += 1
     readers = _readers(index)
     view = index.view()
-    tables = [view._segments.find(reader, "table", analysis.FIELD) for reader in readers]
-    assert all(tables) and steps >= len(readers)  # seven lists a step, a table for each segment
-    for reader, table in zip(readers, tables, strict=True):
+    made = [view._segments.find(reader, "table", analysis.FIELD) for reader in readers]
+    assert all(made) and steps >= len(readers)  # seven lists a step, a table for each segment
+    long = _check_tables(readers, made, long_list, held=False)
+    assert long > 0 if long_list == 1 else long == 0
+    _check_searches(index, words, modes, before)
+    long_steps = 0
+    while index.warm_postings(3, long=True):  # then the common words' lists
+        long_steps += 1
+    assert long_steps >= long / 3 and all(table.complete for table in made)
+    _check_tables(readers, made, long_list, held=True)
+    _check_searches(index, words, modes, before)
+
+
+def _check_tables(readers: list[Any], made: list[Any], long_list: int, held: bool) -> int:
+    """Each table holds each list as decoded, the long ones only when `held`; how many lists are long."""
+    long = 0
+    for reader, table in zip(readers, made, strict=True):
         lexicon = Lexicon.read(reader, analysis.FIELD)
         assert lexicon is not None
         for i, (term, info) in enumerate(lexicon.infos(b"", True, compat.term_read(reader))):
-            ids, frequencies = decoding.decode(reader, analysis.FIELD, term, W3TermInfo.from_bytes(info))
+            term_info = W3TermInfo.from_bytes(info)
+            ids, frequencies = decoding.decode(reader, analysis.FIELD, term, term_info)
             tabled = table.postings(i)
-            assert tabled[0].tolist() == ids.tolist() and tabled[1].tolist() == frequencies.tolist(), term
-    for word in words:  # searches read the tables and find what they found before
+            is_long = term_info.doc_frequency() > long_list
+            long += is_long
+            if is_long and not held:  # left to the decoded lists' cache
+                assert table.missing(range(i, i + 1)) == [i] and not len(tabled[0]), term
+            else:
+                assert table.missing(range(i, i + 1)) == [], term
+                assert tabled[0].tolist() == ids.tolist() and tabled[1].tolist() == frequencies.tolist(), term
+        assert table.postings(0)[0].dtype == np.uint16  # a small segment's numbers take two bytes
+    return long
+
+
+def _check_searches(index: Index, words: list[str], modes: tuple[str, ...], before: dict[Any, Any]) -> None:
+    """Searches read the tables and find what they found before."""
+    for word in words:
         for mode in modes:
             ids, weights = index.view().weights(analysis.FIELD, word, mode, cache=False)
             assert ids.tolist() == before[word, mode][0].tolist() and weights.tolist() == before[word, mode][1].tolist()

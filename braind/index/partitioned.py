@@ -43,6 +43,7 @@ _OLD = "partitions.old-"
 _KEEP_OLD = 2
 _PARALLEL_MIN_ENTRIES = 4000
 _WARM_LISTS = 50  # posting lists decoded at a time, the partition's lock held: half a millisecond
+_WARM_LONG_LISTS = 5  # lists of more than tables.LONG_LIST postings decoded at a time
 _WARM_PAUSE_S = 0.001  # between two such steps, so that searches need not wait for the interpreter
 
 
@@ -234,15 +235,19 @@ class PartitionedIndex:
                 self.on_warmed()
 
     def _warm(self) -> None:
-        """Read what the first searches would (lexicons, stamps, neighbours, then posting lists), newest first."""
+        """Read what the first searches would (lexicons, stamps, neighbours, then posting lists), newest first.
+
+        Every partition's rare words first, then common words' lists, while the tables' budget lasts.
+        """
         parts = self._all()[::-1]
         for part in parts:
             self._warm_part(part, part.warm)
-        for part in parts:
-            more = True
-            while more and not self._stopping.is_set() and not self._warm_due.is_set():
-                more = bool(self._warm_part(part, functools.partial(part.warm_postings, _WARM_LISTS)))
-                time.sleep(_WARM_PAUSE_S)
+        for count, long in ((_WARM_LISTS, False), (_WARM_LONG_LISTS, True)):
+            for part in parts:
+                more = True
+                while more and not self._stopping.is_set() and not self._warm_due.is_set():
+                    more = bool(self._warm_part(part, functools.partial(part.warm_postings, count, long)))
+                    time.sleep(_WARM_PAUSE_S)
 
     def _warm_part(self, part: Index, warm: Callable[[], Any]) -> Any:
         """One step of warming a partition, under its lock; None when it failed (a cache: the search reads it)."""

@@ -31,7 +31,7 @@ from braind.index import analysis, ranking
 from braind.index.whoosh import compat, neighbours
 from braind.index.whoosh.decoding import Ids, Values, decode
 from braind.index.whoosh.lexicon import Lexicon
-from braind.index.whoosh.tables import PostingTable, TableBuilder, tables_bytes
+from braind.index.whoosh.tables import LongBuilder, PostingTable, TableBuilder, tables_bytes
 
 EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query term reads the postings
 WORD = "word"  # EXACT and LONGER together, as `SearcherView.word` keeps them
@@ -40,7 +40,7 @@ Made = TypeVar("Made")
 Arrays = TypeVar("Arrays", bound=tuple[np.ndarray, ...])
 
 CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
-WARM_BYTES = 24 << 20  # posting tables built ahead of any search, all segments together
+WARM_BYTES = 48 << 20  # posting tables built ahead of any search, all segments together (1M entries: 47 MB)
 VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
 TERM_LIST_BYTES = 8 << 20  # a term's merged list in each segment, kept for the searchers after a commit
 ITEM_BYTES = 512  # what one cached item costs besides its arrays: its key, tuple and array headers
@@ -299,7 +299,18 @@ class SearcherView:
         if table is None:
             return self._segment_read(reader, field, encoded, EXACT), self._segment_read(reader, field, encoded, LONGER)
         exact, longer = _stem_ranges(self._segments.get(reader, "lexicon", field, Lexicon.read), encoded)
-        return _spanned(table, exact), _spanned(table, longer)
+        return self._from_table(reader, field, table, exact), self._from_table(reader, field, table, longer)
+
+    def _from_table(self, reader: Any, field: str, table: PostingTable, terms: range) -> tuple[Ids, Values]:
+        """A run of terms' postings as one list: the table's slice, and the long lists it leaves out, decoded."""
+        left_out = table.missing(terms)
+        if not left_out:
+            return _spanned(table, terms)
+        lexicon, read = self._segments.get(reader, "lexicon", field, Lexicon.read), compat.term_read(reader)
+        lists = [self._segment_postings(reader, field, *_term_info(lexicon, index, read)) for index in left_out]
+        if len(left_out) < len(terms):
+            lists.append(table.span(terms))
+        return lists[0] if len(lists) == 1 else _summed(lists)
 
     def _run(self, field: str, run: str) -> tuple[Ids, Values]:
         """Documents holding every bigram of a CJK run, kept when their text holds the run itself."""
@@ -326,7 +337,7 @@ class SearcherView:
         if table is not None:
             exact, longer = _stem_ranges(self._segments.get(reader, "lexicon", field, Lexicon.read), encoded)
             found = {EXACT: exact, LONGER: longer}.get(mode, range(exact.start, longer.stop))  # PREFIX: both
-            return [_spanned(table, found)]
+            return [self._from_table(reader, field, table, found)]
         return [
             self._segment_postings(reader, field, term, info)
             for term, info in self._infos(reader, field, encoded, mode != EXACT)
@@ -427,29 +438,51 @@ class SearcherView:
         for sub, _ in self._leaves:
             self._segments.get(sub.reader(), "lexicon", HEADS, Lexicon.read)
 
-    def warm_postings(self, count: int) -> bool:
+    def warm_postings(self, count: int, long: bool = False) -> bool:
         """Decode `count` more lists into the posting table of the first segment that lacks one.
 
-        What the first searches of new words would decode, done ahead of them; False when every
-        segment has its table or WARM_BYTES are held by tables.
+        What the first searches of new words would decode, done ahead of them. With `long`, the
+        long lists of the first table without them instead (see PostingTable). False when there is
+        nothing left to do or WARM_BYTES are held by tables.
         """
         for sub, _ in self._leaves:
             reader = sub.reader()
             lexicon = self._segments.get(reader, "lexicon", analysis.FIELD, Lexicon.read)
-            if lexicon is None or self._segments.find(reader, "table", analysis.FIELD) is not None:
+            if lexicon is None:
                 continue
-            builder = self._segments.find(reader, "table-builder", analysis.FIELD)
-            if builder is None:
-                if tables_bytes() >= WARM_BYTES:
-                    return False
-                builder = TableBuilder(lexicon)
-                self._segments.put(reader, "table-builder", analysis.FIELD, builder)
-            table = builder.step(reader, count)
-            if table is not None:
-                self._segments.put(reader, "table", analysis.FIELD, table)
-                self._segments.put(reader, "table-builder", analysis.FIELD, None)
-            return True
+            table = self._segments.find(reader, "table", analysis.FIELD)
+            if long:
+                if table is not None and not table.complete:
+                    return self._warm_long(reader, lexicon, table, count)
+            elif table is None:
+                return self._warm_short(reader, lexicon, count)
         return False
+
+    def _warm_short(self, reader: Any, lexicon: Lexicon, count: int) -> bool:
+        """One step of a segment's table of short lists; False when the budget is spent."""
+        builder = self._segments.find(reader, "table-builder", analysis.FIELD)
+        if builder is None:
+            if tables_bytes() >= WARM_BYTES:
+                return False
+            builder = TableBuilder(lexicon)
+            self._segments.put(reader, "table-builder", analysis.FIELD, builder)
+        table = builder.step(reader, count)
+        if table is not None:
+            self._segments.put(reader, "table", analysis.FIELD, table)
+            self._segments.put(reader, "table-builder", analysis.FIELD, None)
+        return True
+
+    def _warm_long(self, reader: Any, lexicon: Lexicon, table: PostingTable, count: int) -> bool:
+        """One step of a table's long lists; False when the budget is spent."""
+        builder = self._segments.find(reader, "long-builder", analysis.FIELD)
+        if builder is None:
+            if tables_bytes() >= WARM_BYTES:
+                return False
+            builder = LongBuilder(lexicon, table)
+            self._segments.put(reader, "long-builder", analysis.FIELD, builder)
+        if builder.step(reader, count):
+            self._segments.put(reader, "long-builder", analysis.FIELD, None)
+        return True
 
     def neighbours(self) -> list[np.ndarray]:
         """For each document, the entries around it in its file that make its context (`size` for none).
@@ -510,6 +543,12 @@ def _stem_ranges(lexicon: Lexicon, encoded: bytes) -> tuple[range, range]:
     found = lexicon.find(encoded, True)
     split = found.start + 1 if found and lexicon.term(found.start) == encoded else found.start
     return range(found.start, split), range(split, found.stop)
+
+
+def _term_info(lexicon: Lexicon, index: int, read: Callable[[int, int], bytes]) -> tuple[bytes, Any]:
+    """The term at an index of a segment's lexicon and its decoded term info."""
+    term, info = lexicon.entry(index, read)
+    return term, W3TermInfo.from_bytes(info)
 
 
 def _spanned(table: PostingTable, terms: range) -> tuple[Ids, Values]:

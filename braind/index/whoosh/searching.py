@@ -147,10 +147,10 @@ class Searching:
             self._check_open()
             self._view_now().warm_appends()
 
-    def warm_postings(self, count: int) -> bool:
-        """Decode some posting lists ahead of searches; False when there is nothing left (hold `reading`)."""
+    def warm_postings(self, count: int, long: bool = False) -> bool:
+        """Decode some posting lists (`long`: common words') ahead of searches; False when done (hold `reading`)."""
         self._check_open()
-        return self._view_now().warm_postings(count)
+        return self._view_now().warm_postings(count, long)
 
     def entry_documents(self) -> int:
         """How many entry documents the searcher holds (caller holds `reading`)."""
