@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.figures import TIMES, fmt_ms, fmt_n
 from bench.locomo import CATEGORIES
 from bench.proc import hardware_line
 from bench.quality import KS, LIMIT, SYSTEMS
-from bench.report import TIMES, fmt_ms, fmt_n
 from bench.stats import percentile
 
 NAMES = {
