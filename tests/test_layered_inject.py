@@ -210,9 +210,11 @@ def test_snapshots_are_an_lru() -> None:
         return lambda: made.append(name) or Snapshot(None, None, (), Cost())
 
     cache = Snapshots(capacity=2)
+    assert "a" not in cache
     for key in ("a", "b", "a", "c", "a", "b"):
         cache.get(key, make(key))
     assert made == ["a", "b", "c", "b"]
+    assert "a" in cache and "b" in cache and "c" not in cache  # what the daemon asks before answering on its loop
 
 
 DAY_TEXTS = st.lists(st.text(st.sampled_from("ab é中</memory>"), min_size=1, max_size=12), min_size=1, max_size=80)

@@ -741,3 +741,23 @@ def read_until(child: subprocess.Popen[bytes], text: bytes) -> bytes:
 def test_the_daemon_answers_on_the_loop_only_what_cannot_write_or_wait(method: str, params: Any, on_loop: bool) -> None:
     """An inject with tool calls may write a workflow entry, so it goes to a worker like every write."""
     assert answers_inline(method, params) is on_loop
+
+
+def test_a_sessions_first_inject_goes_to_a_worker_and_its_next_ones_stay_on_the_loop() -> None:
+    """The first block of a session reads SOUL.md, MEMORY.md and the logfiles; the loop never waits on the disk."""
+    frozen: set[tuple[str, str | None]] = set()
+    asked: list[tuple[str, str | None]] = []
+
+    def has_snapshot(session: str, project: str | None) -> bool:
+        asked.append((session, project))
+        return (session, project) in frozen
+
+    params = {"session": "s", "project": "/p"}
+    assert answers_inline("inject", params, has_snapshot) is False
+    frozen.add(("s", "/p"))
+    assert answers_inline("inject", params, has_snapshot) is True
+    assert answers_inline("inject", {"session": "s"}, has_snapshot) is False  # another project: another snapshot
+    assert asked == [("s", "/p"), ("s", "/p"), ("s", None)]
+    for malformed in ({"session": 3}, {"session": "s", "project": 3}, {}, None):  # the worker answers the error
+        assert answers_inline("inject", malformed, has_snapshot) is False
+    assert answers_inline("brain_recall", {"query": "tea"}, has_snapshot) is True

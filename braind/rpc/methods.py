@@ -48,12 +48,21 @@ READS = frozenset(
 INLINE = frozenset({"brain_recall", "memory.list", "memory.query", "memory.entries", "tools"})
 
 
-def answers_inline(method: str, params: Any) -> bool:
-    """Whether the event loop answers a request itself; `inject` only without tool calls, which may write a workflow."""
+def answers_inline(method: str, params: Any, frozen: Callable[[str, str | None], bool] = lambda s, p: True) -> bool:
+    """Whether the event loop answers a request itself.
+
+    `inject` only without tool calls, which may write a workflow, and once `frozen(session, project)`
+    says its session has its snapshot: the first block of a session reads SOUL.md, MEMORY.md and the
+    logfiles from the disk, which a worker waits on instead of the loop.
+    """
     if method in INLINE:
         return True
-    signals = params.get("signals") if isinstance(params, dict) else None
-    return method == "inject" and not (isinstance(signals, dict) and signals.get("tools"))
+    if method != "inject" or not isinstance(params, dict):
+        return False
+    signals, session, project = params.get("signals"), params.get("session"), params.get("project")
+    if isinstance(signals, dict) and signals.get("tools"):
+        return False
+    return isinstance(session, str) and (project is None or isinstance(project, str)) and frozen(session, project)
 
 
 _PROJECT = s.string("Absolute path of the project directory whose memory (<project>/.agents/.memory) to use.")

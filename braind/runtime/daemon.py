@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import logging
 import math
@@ -162,7 +163,7 @@ class Daemon:
             idle_timeout=float(self.config.server.idle_timeout_seconds),
             workers=self.config.server.workers,
             listen_socket=passed[0] if passed else None,
-            inline=answers_inline,
+            inline=functools.partial(answers_inline, frozen=self.services.layered.has_snapshot),
         )
         server.bind()
         return server

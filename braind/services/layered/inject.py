@@ -229,6 +229,10 @@ class Snapshots:
         self._capacity = capacity
         self._lock = threading.Lock()
 
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
     def get(self, key: Hashable, make: Callable[[], Snapshot]) -> Snapshot:
         """The session's snapshot, made by `make` the first time (the first block of a session fixes it)."""
         with self._lock:

@@ -379,6 +379,10 @@ class LayeredMemory:
 
     # -- injection -----------------------------------------------------------------
 
+    def has_snapshot(self, session: str, project: str | None) -> bool:
+        """Whether a session's first block has frozen its snapshot (the next blocks read nothing from the disk)."""
+        return (session, project or "") in self.snapshots
+
     def snapshot(self, session: str, project: str | None) -> Snapshot:
         """The frozen SOUL, MEMORY and catalogue of a session, made by its first block."""
         return self.snapshots.get((session, project or ""), lambda: self._freeze(project))
