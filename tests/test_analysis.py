@@ -36,6 +36,19 @@ def test_word_forms_share_one_stem() -> None:
         assert len({term for text in group for term, _ in tokens(text)}) == 1, group
 
 
+def test_irregular_english_forms_share_their_base_forms_stem() -> None:
+    for group in (["go", "went", "gone", "going"], ["buy", "bought"], ["child", "children"], ["feel", "felt"]):
+        assert len({term for text in group for term, _ in tokens(text)}) == 1, group
+    assert {term for text in ("rose", "rise") for term, _ in tokens(text)} == {"rose", "rise"}  # a flower too
+
+
+def test_irregular_forms_are_english_only() -> None:
+    german = analysis.language(("de",))
+    assert german.stems("went") != german.stems("go")
+    both = analysis.language(("de", "en"))
+    assert set(both.stems("went")) == {german.stems("went")[0], "go"}  # each language's own reading
+
+
 def test_possessives_and_punctuation_are_dropped() -> None:
     assert words("Caroline's") == [("caroline", ("carolin",), False), ("s", ("s",), True)]
     assert [word for word, _, _ in words("drink?!")] == ["drink"]

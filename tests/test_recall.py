@@ -68,6 +68,8 @@ def test_the_demo_through_mcp(daemon: Daemon, errlog: TextIO) -> None:
     ("text", "query"),
     [
         ("Caroline researched adoption agencies", "What did Caroline research?"),
+        ("We went camping and bought a tent", "When did we go camping and buy a tent?"),
+        ("The children felt great", "how do the child feel"),
         ("She is looking at an adoption agency", "adoption agencies"),
         ("Caroline's painting won a prize", "caroline painting"),
         ("We deployed the new build", "deploy"),

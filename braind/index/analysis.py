@@ -3,7 +3,8 @@
 Words in alphabetic scripts are lower-cased, accent-folded and reduced to
 their stem by the Snowball stemmer of each configured language (PyStemmer,
 Snowball's C library), so that
-`drinks`, `drink` and `Drinking` are one term; punctuation splits words, and
+`drinks`, `drink` and `Drinking` are one term; in English an irregular form is
+read as its base form first (`went` as `go`, `forms.py`); punctuation splits words, and
 the `s` of a possessive is a stopword of its own. A query word matches every
 term it begins, so `deploy` finds `deployed` and `dep` finds both. Stopwords
 (`what`, `is`, `my`, ...) are indexed like any word, but a query needs them
@@ -31,9 +32,10 @@ from functools import lru_cache
 
 import Stemmer
 
+from braind.index.forms import BASE_FORMS
 from braind.index.stopwords import stopwords
 
-ANALYZER_VERSION = 4
+ANALYZER_VERSION = 5
 
 FIELD = "text"
 DEFAULT_LANGUAGES = ("en",)
@@ -133,6 +135,7 @@ class Language:
         self.codes = codes
         self._local = threading.local()  # a stemmer is not thread-safe: one set per thread
         self.stopwords = frozenset(fold(word) for code in codes for word in stopwords(code))
+        self._bases = [BASE_FORMS if code == "en" else {} for code in codes]  # irregular forms, per language
         self._stem: Callable[[str], str] | None = None
         self.stems: Callable[[str], tuple[str, ...]] = lru_cache(maxsize=_STEM_CACHE)(self._stems)
         if len(codes) == 1:  # one stem a word: texts are stemmed by a map in C, over one cache
@@ -145,8 +148,9 @@ class Language:
         if stemmers is None:
             stemmers = self._local.stemmers = [Stemmer.Stemmer(_ALGORITHMS[code]).stemWord for code in self.codes]
         if len(stemmers) == 1:
-            return (stemmers[0](word) or word,)
-        return tuple(dict.fromkeys(stem(word) or word for stem in stemmers))
+            return (stemmers[0](self._bases[0].get(word, word)) or word,)
+        readings = zip(stemmers, self._bases, strict=True)
+        return tuple(dict.fromkeys(stem(bases.get(word, word)) or word for stem, bases in readings))
 
     def _first(self, word: str) -> str:
         """The stem of a folded word in the one language."""
