@@ -40,6 +40,7 @@ def test_irregular_english_forms_share_their_base_forms_stem() -> None:
     for group in (["go", "went", "gone", "going"], ["buy", "bought"], ["child", "children"], ["feel", "felt"]):
         assert len({term for text in group for term, _ in tokens(text)}) == 1, group
     assert {term for text in ("rose", "rise") for term, _ in tokens(text)} == {"rose", "rise"}  # a flower too
+    assert "win" not in {term for term, _ in tokens("I won't go")}  # won't splits into won and t
 
 
 def test_irregular_forms_are_english_only() -> None:

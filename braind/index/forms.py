@@ -5,7 +5,9 @@ its vowels (`go`, `went`, `gone`) and an irregular plural its body (`child`,
 `children`). A question is usually asked in the present ("When did she go
 camping?") about what was told in the past ("We went camping"), so both sides
 are read as the base form before stemming. Forms that are also common words of
-their own (`rose`, `bound`, `ground`, `wound`, `bit`, `shot`) are left alone.
+their own (`rose`, `bound`, `ground`, `wound`, `bit`, `shot`) are left alone,
+and so is `won`, which is also the first half of `won't` once the apostrophe
+splits it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ grow grew grown | hear heard | hold held | keep kept | learn learnt | leave left
 meet met | pay paid | run ran | ride rode ridden | ring rang rung | say said | sell sold | send sent
 sing sang sung | sit sat | sleep slept | speak spoke spoken | spend spent | stand stood | steal stole stolen
 swim swam swum | teach taught | throw threw thrown | understand understood | wake woke woken | wear wore worn
-win won | write wrote written | break broke broken | hide hid hidden | shake shook shaken | lead led
+write wrote written | break broke broken | hide hid hidden | shake shook shaken | lead led
 feed fed | flee fled | deal dealt | dig dug | hang hung | strike struck | stick stuck
 sweep swept | weep wept | bend bent | blow blew blown | bleed bled | freeze froze frozen | seek sought
 sink sank sunk | spin spun | swear swore sworn | tear tore torn | overcome overcame | forgive forgave forgiven
