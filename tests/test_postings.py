@@ -311,6 +311,7 @@ def test_neighbours_are_the_live_entries_around_each_one_in_its_file() -> None:
     assert before.tolist() == [none, none, 1, none, none, 2, 5]
     assert two_before.tolist() == [none, none, none, none, none, 1, 2]
     assert after.tolist() == [none, 2, 5, none, none, 6, none]
+    assert {a.dtype for a in (before, two_before, after)} == {np.dtype(np.int32)}  # 4 bytes a document and step
 
 
 def test_neighbours_carried_over_commits_equal_neighbours_made_whole(tmp_path: Path, monkeypatch: Any) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from braind.index import analysis, ranking
-from braind.index.whoosh import postings
+from braind.index.whoosh import neighbours, postings
 from braind.model.entries import Entry
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _concatenated(lists: Sequence[ranking.Postings], offsets: Sequence[int]) -> 
 
 def _shifted(before: np.ndarray, size: int, offset: int, total: int) -> np.ndarray:
     """A partition's neighbour numbers in the combined space (its `size`, no entry before, becomes `total`)."""
-    return np.where(before < size, before + offset, total)
+    return np.where(before < size, before + offset, total).astype(neighbours.NUMBERS)
 
 
 def key_of(parts: Sequence[Any]) -> Hashable:
