@@ -14,7 +14,7 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3TermInfo
 
 from braind.index import analysis, ranking
 from braind.index.api import FileRecord
-from braind.index.whoosh import compat, decoding, postings, tables
+from braind.index.whoosh import caches, compat, decoding, postings, tables
 from braind.index.whoosh.index import Index
 from braind.index.whoosh.lexicon import Lexicon
 from braind.model.entries import Entry
@@ -135,7 +135,7 @@ def test_a_commit_reads_only_the_new_segments_postings(index: Index) -> None:
 
 
 def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> None:
-    cache = postings.ArrayCache(budget=3 * (32 + postings.ITEM_BYTES) + 10)
+    cache = caches.ArrayCache(budget=3 * (32 + caches.ITEM_BYTES) + 10)
     lists = {name: (np.arange(4, dtype=np.uint32), np.ones(4, dtype=np.float32)) for name in "abc"}  # 32 bytes each
     reads: list[str] = []
 
@@ -154,20 +154,20 @@ def test_the_postings_cache_keeps_to_its_budget_least_recently_used_first() -> N
 
 
 def test_the_postings_of_a_segment_that_is_gone_are_forgotten_and_their_bytes_freed() -> None:
-    cache = postings.ArrayCache(budget=1 << 20)
+    cache = caches.ArrayCache(budget=1 << 20)
     arrays = (np.arange(4, dtype=np.uint32), np.ones(4, dtype=np.float32))
     for segment in ("merged", "live"):
         for word in (b"a", b"b"):
             cache.get((segment, "text", word), lambda: arrays)
     cache.forget({"merged", "never cached"})
     assert sorted(cache._lists) == [("live", "text", b"a"), ("live", "text", b"b")]
-    assert cache.held == 2 * postings._nbytes(arrays)
+    assert cache.held == 2 * caches.nbytes(arrays)
     cache.forget({"live"})
     assert not cache._lists and cache.held == 0 and not cache._by_segment
 
 
 def test_stored_documents_are_kept_to_their_budget() -> None:
-    stored = postings._StoredDocuments(budget=2)
+    stored = caches.StoredDocuments(budget=2)
     reads: list[int] = []
 
     def read(n: int) -> dict[str, Any]:
@@ -361,9 +361,9 @@ def test_neighbours_carried_over_commits_equal_neighbours_made_whole(tmp_path: P
 
 def test_a_cache_of_lists_counts_empty_ones_against_its_budget() -> None:
     """A word absent from a segment is cached as two empty arrays: they cost memory too, and are dropped in turn."""
-    cache = postings.ArrayCache(100 * postings.ITEM_BYTES)
+    cache = caches.ArrayCache(100 * caches.ITEM_BYTES)
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
     for n in range(10_000):
         cache.get(("segment", f"word{n}"), lambda: empty)
-    assert cache.held <= 100 * postings.ITEM_BYTES
+    assert cache.held <= 100 * caches.ITEM_BYTES
     assert cache.get(("segment", "word9999"), lambda: pytest.fail("the newest stays")) is empty

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from braind.index import analysis, ranking
-from braind.index.whoosh import neighbours, postings
+from braind.index.whoosh import caches, neighbours
 from braind.model.entries import Entry
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Combined:
             )
             for step in range(len(ranking.CONTEXT))
         ]
-        self._words = postings.ArrayCache(WORDS_BYTES)
+        self._words = caches.ArrayCache(WORDS_BYTES)
         self._masks: dict[Hashable, np.ndarray] = {}
 
     def term_maps(self, terms: Sequence[analysis.Term]) -> tuple[list[ranking.TermMaps], list[ranking.Stats]]:

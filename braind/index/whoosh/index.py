@@ -22,7 +22,7 @@ from typing import Any
 from braind.index import analysis, ranking
 from braind.index.api import FileRecord, Filters, Found, check_limit, parse_query
 from braind.index.hits import finish_hits, make_found
-from braind.index.whoosh import compat, postings
+from braind.index.whoosh import caches, compat, postings
 from braind.index.whoosh.changes import Change, Known, remember_searched, searched_after, write_batch
 from braind.index.whoosh.documents import (
     FILE,
@@ -67,7 +67,7 @@ class Index(Searching):
         self._rebuild: Rebuild | None = None
         self._cache: dict[object, set[int]] = {}
         self._view: postings.SearcherView | None = None  # once stale, what the next searcher's view carries over
-        self._segments = postings.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
+        self._segments = caches.SegmentCache()  # per-segment arrays and lexicons that outlive searchers
         self._searched: dict[str, tuple[Entry, ...]] = {}  # what the searcher holds of recently committed or read files
         self._unsearched = (-1, NOTHING_UNSEARCHED)  # see _unsearched_entries()
         self._mask: set[int] = set()

@@ -4,7 +4,7 @@ Recall combines a few words, each a stem that may also begin longer words,
 over every partition of memory. Whoosh's matchers decode postings one at a
 time and score them in Python. Here a term's posting list is decoded once
 per segment into two arrays (document numbers and term frequencies), kept in
-one least-recently-used budget of bytes (segments never change but by
+one least-recently-used budget of bytes (`caches`; segments never change but by
 deletions, so a commit costs only the new segment's reads), and BM25's term
 weight (saturated frequency over normalised length) is computed for a
 whole list at once with NumPy. The idf is left to the caller, which takes it
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import bisect
 import functools
-import threading
 from array import array
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -29,6 +27,7 @@ from whoosh.util.numeric import byte_to_length
 
 from braind.index import analysis, ranking
 from braind.index.whoosh import compat, neighbours
+from braind.index.whoosh.caches import ArrayCache, SegmentCache, StoredDocuments, segment_id
 from braind.index.whoosh.decoding import Ids, Values, decode
 from braind.index.whoosh.lexicon import Lexicon
 from braind.index.whoosh.tables import LongBuilder, PostingTable, TableBuilder, tables_bytes
@@ -37,133 +36,17 @@ EXACT, LONGER, PREFIX, RUN = "exact", "longer", "prefix", "run"  # how a query t
 WORD = "word"  # EXACT and LONGER together, as `SearcherView.word` keeps them
 K1, B = ranking.K1, ranking.B  # the posting weights are BM25's, as ranking.FreshScorer computes them
 Made = TypeVar("Made")
-Arrays = TypeVar("Arrays", bound=tuple[np.ndarray, ...])
 
 CACHE_BYTES = 64 << 20  # decoded posting lists kept, all segments together
 WARM_BYTES = 48 << 20  # posting tables built ahead of any search, all segments together (1M entries: 47 MB)
 VIEW_BYTES = 8 << 20  # weighted lists kept per searcher
 TERM_LIST_BYTES = 8 << 20  # a term's merged list in each segment, kept for the searchers after a commit
-ITEM_BYTES = 512  # what one cached item costs besides its arrays: its key, tuple and array headers
 HEADS = "fp_head"  # the field of fingerprint heads, by which a committed entry is found
 STORED_DOCUMENTS = 4096  # loaded entries kept, all indexes together: a few MB
 _LENGTHS = np.array([byte_to_length(b) for b in range(256)], dtype=np.float32)
 _STAMP = "stamp"
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
 _EMPTY_VALUES = np.zeros(0, dtype=np.float32)
-
-
-class SegmentCache:
-    """What is read once per segment and kept while it lives: segments never change but by deletions."""
-
-    def __init__(self) -> None:
-        self._items: dict[tuple[Any, str, str], Any] = {}
-
-    def get(self, reader: Any, name: str, field: str, read: Callable[[Any, str], Any]) -> Any:
-        """The item `name` of a segment's field, read on first use."""
-        key = (_segment_id(reader), name, field)
-        found = self._items.get(key)
-        if found is None:
-            found = self._items[key] = read(reader, field)
-        return found
-
-    def find(self, reader: Any, name: str, field: str) -> Any:
-        """The item `name` of a segment's field if it was made, else None."""
-        return self._items.get((_segment_id(reader), name, field))
-
-    def put(self, reader: Any, name: str, field: str, item: Any) -> None:
-        """Keep an item made elsewhere (None forgets it)."""
-        key = (_segment_id(reader), name, field)
-        if item is None:
-            self._items.pop(key, None)
-        else:
-            self._items[key] = item
-
-    def keep(self, live: set[Any]) -> None:
-        """Forget the items of segments that were merged away or deleted."""
-        for key in [key for key in self._items if key[0] not in live]:
-            del self._items[key]
-
-
-class _StoredDocuments:
-    """Recently loaded documents (as entries), shared by every index: hits repeat across queries."""
-
-    def __init__(self, budget: int) -> None:
-        self._budget = budget
-        self._docs: OrderedDict[tuple[Any, int], Any] = OrderedDict()
-        self._lock = threading.Lock()  # partitions are searched from several threads
-
-    def get(self, key: tuple[Any, int], read: Callable[[], Any]) -> Any:
-        """A loaded document, read on a miss."""
-        with self._lock:
-            found = self._docs.get(key)
-            if found is not None:
-                self._docs.move_to_end(key)
-                return found
-        found = read()
-        with self._lock:
-            self._docs[key] = found
-            while len(self._docs) > self._budget:
-                self._docs.popitem(last=False)
-        return found
-
-
-class ArrayCache:
-    """Tuples of arrays by key, the least recently used dropped beyond a budget of bytes."""
-
-    def __init__(self, budget: int) -> None:
-        self._budget = budget
-        self._lists: OrderedDict[Hashable, tuple[np.ndarray, ...]] = OrderedDict()
-        self._by_segment: dict[Hashable, set[Hashable]] = {}  # keys by first item (a segment, in shared caches)
-        self._held = 0
-        self._lock = threading.Lock()  # partitions are searched from several threads
-
-    @property
-    def held(self) -> int:
-        """The bytes held now."""
-        return self._held
-
-    def get(self, key: Hashable, read: Callable[[], Arrays]) -> Arrays:
-        """The arrays of a key, made by `read` on a miss."""
-        with self._lock:
-            found = self._lists.get(key)
-            if found is not None:
-                self._lists.move_to_end(key)
-                return cast(Arrays, found)
-        made = read()
-        size = _nbytes(made)
-        if size > self._budget:
-            return made
-        with self._lock:
-            self._drop(key)
-            self._held += size
-            self._lists[key] = made
-            self._by_segment.setdefault(_segment_of(key), set()).add(key)
-            while self._held > self._budget:
-                self._drop(next(iter(self._lists)))
-        return made
-
-    def forget(self, segments: Iterable[Hashable]) -> None:
-        """Drop the arrays of segments that are gone (merged away): they would only wait to be pushed out."""
-        with self._lock:
-            for segment in segments:
-                for key in self._by_segment.get(segment, set()).copy():
-                    self._drop(key)
-
-    def _drop(self, key: Hashable) -> None:
-        """Forget one key, if held (caller holds the lock)."""
-        dropped = self._lists.pop(key, None)
-        if dropped is None:
-            return
-        self._held -= _nbytes(dropped)
-        keys = self._by_segment[_segment_of(key)]
-        keys.discard(key)
-        if not keys:
-            del self._by_segment[_segment_of(key)]
-
-
-def _segment_of(key: Hashable) -> Hashable:
-    """The segment a key's arrays come from: its first item (a key of another shape stands for itself)."""
-    return key[0] if isinstance(key, tuple) and key else key
 
 
 def read_segments(searcher: Any, segments: SegmentCache, fields: Sequence[str], shared_with: Any = None) -> None:
@@ -184,12 +67,7 @@ def forget_segments(segments: Collection[Hashable]) -> None:
         _TERM_LISTS.forget(segments)
 
 
-def _nbytes(arrays: tuple[np.ndarray, ...]) -> int:
-    """The bytes a tuple of arrays holds, with what an entry costs besides (so empty lists count too)."""
-    return ITEM_BYTES + sum(array.nbytes for array in arrays)
-
-
-_STORED = _StoredDocuments(STORED_DOCUMENTS)
+_STORED = StoredDocuments(STORED_DOCUMENTS)
 _POSTINGS = ArrayCache(CACHE_BYTES)
 _TERM_LISTS = ArrayCache(TERM_LIST_BYTES)
 
@@ -291,7 +169,7 @@ class SearcherView:
         made = functools.partial(self._segment_term, reader, field, encoded, mode)
         if self._segments.find(reader, "table", field) is not None:
             return made()
-        return _TERM_LISTS.get((_segment_id(reader), field, encoded, mode), made)
+        return _TERM_LISTS.get((segment_id(reader), field, encoded, mode), made)
 
     def _segment_word(self, reader: Any, field: str, encoded: bytes) -> tuple[tuple[Ids, Values], tuple[Ids, Values]]:
         """One segment's lists of a stem EXACT and LONGER; from its table, one lexicon search for both."""
@@ -360,7 +238,7 @@ class SearcherView:
 
     def _segment_postings(self, reader: Any, field: str, term: bytes, info: Any) -> tuple[Ids, Values]:
         """One segment's decoded posting list of a term (segment-local document numbers, frequencies)."""
-        key = (_segment_id(reader), field, term)
+        key = (segment_id(reader), field, term)
         return _POSTINGS.get(key, lambda: decode(reader, field, term, info))
 
     def term_docs(self, field: str, term: str) -> set[int]:
@@ -524,7 +402,7 @@ class SearcherView:
 
     def segment_ids(self) -> set[str]:
         """The ids of the searcher's segments, to forget arrays of merged-away ones."""
-        return {_segment_id(sub.reader()) for sub, _ in self._leaves}
+        return {segment_id(sub.reader()) for sub, _ in self._leaves}
 
     def stored(self, docnum: int) -> dict[str, Any]:
         """A document's stored fields, read from its segment directly (the top-level reader filters by schema)."""
@@ -534,7 +412,7 @@ class SearcherView:
         """What `make` builds from a document's stored fields (an Entry), kept for the next query's hits."""
         leaf = self._stored.leaf(docnum)
         sub, offset = self._leaves[leaf]
-        key = (_segment_id(sub.reader()), docnum - offset)
+        key = (segment_id(sub.reader()), docnum - offset)
         return cast(Made, _STORED.get(key, lambda: make(self._stored(docnum, leaf))))
 
 
@@ -579,11 +457,6 @@ def _layout(leaves: list[tuple[Any, int]]) -> list[tuple[str, int]] | None:
 def _extends(layout: list[tuple[str, int]] | None, old: list[tuple[str, int]] | None) -> bool:
     """Whether a searcher's segments are an older searcher's, unmerged and in order, and maybe more."""
     return layout is not None and old is not None and layout[: len(old)] == old
-
-
-def _segment_id(reader: Any) -> Any:
-    """What names a segment for as long as it exists."""
-    return compat.segment_id(reader) or id(reader)
 
 
 def _leaf_lengths(reader: Any, field: str) -> array[int]:

@@ -17,7 +17,7 @@ from whoosh.query import And, Query, Term
 from braind.errors import Unavailable
 from braind.index import analysis, ranking
 from braind.index.api import TOMBSTONED, FileRecord, Filters
-from braind.index.whoosh import postings
+from braind.index.whoosh import caches, postings
 from braind.index.whoosh.changes import Change, extends, overlay_entries
 from braind.index.whoosh.documents import (
     FP_HEAD,
@@ -62,7 +62,7 @@ class Searching:
     _version: int
     _searcher: Any
     _view: postings.SearcherView | None
-    _segments: postings.SegmentCache
+    _segments: caches.SegmentCache
     _cache: dict[object, set[int]]
     _searched: dict[str, tuple[Entry, ...]]
     _unsearched: tuple[int, Unsearched]
