@@ -329,37 +329,24 @@ class SearcherView:
             if lexicon is None:
                 continue
             table = self._segments.find(reader, "table", analysis.FIELD)
-            if long:
-                if table is not None and not table.complete:
-                    return self._warm_long(reader, lexicon, table, count)
-            elif table is None:
-                return self._warm_short(reader, lexicon, count)
+            if long and table is not None and not table.complete:
+                return self._warm_step(reader, "long-builder", functools.partial(LongBuilder, lexicon, table), count)
+            if not long and table is None:
+                return self._warm_step(reader, "table-builder", functools.partial(TableBuilder, lexicon), count)
         return False
 
-    def _warm_short(self, reader: Any, lexicon: Lexicon, count: int) -> bool:
-        """One step of a segment's table of short lists; False when the budget is spent."""
-        builder = self._segments.find(reader, "table-builder", analysis.FIELD)
+    def _warm_step(self, reader: Any, kind: str, make: Callable[[], Any], count: int) -> bool:
+        """One step of a segment's table builder of a kind (begun by `make`); False when the budget is spent."""
+        builder = self._segments.find(reader, kind, analysis.FIELD)
         if builder is None:
             if tables_bytes() >= WARM_BYTES:
                 return False
-            builder = TableBuilder(lexicon)
-            self._segments.put(reader, "table-builder", analysis.FIELD, builder)
+            builder = make()
+            self._segments.put(reader, kind, analysis.FIELD, builder)
         table = builder.step(reader, count)
         if table is not None:
             self._segments.put(reader, "table", analysis.FIELD, table)
-            self._segments.put(reader, "table-builder", analysis.FIELD, None)
-        return True
-
-    def _warm_long(self, reader: Any, lexicon: Lexicon, table: PostingTable, count: int) -> bool:
-        """One step of a table's long lists; False when the budget is spent."""
-        builder = self._segments.find(reader, "long-builder", analysis.FIELD)
-        if builder is None:
-            if tables_bytes() >= WARM_BYTES:
-                return False
-            builder = LongBuilder(lexicon, table)
-            self._segments.put(reader, "long-builder", analysis.FIELD, builder)
-        if builder.step(reader, count):
-            self._segments.put(reader, "long-builder", analysis.FIELD, None)
+            self._segments.put(reader, kind, analysis.FIELD, None)
         return True
 
     def neighbours(self) -> list[np.ndarray]:

@@ -17,7 +17,6 @@ from braind.index.whoosh.decoding import Ids, Values, decode
 from braind.index.whoosh.lexicon import Lexicon
 
 LONG_LIST = 256  # postings: a longer list is a common word's, added to its table only once every short list is in
-SMALL_IDS = 1 << 16  # a segment of fewer documents numbers them in two bytes
 
 
 class Lists:
@@ -65,8 +64,10 @@ class PostingTable:
         Long lists are in it when the table holds them; `missing` says which are not.
         """
         short = self._short.span(terms.start, terms.stop)
+        if self._long is None:
+            return short
         first, stop = self._long_ones(terms)
-        if self._long is None or first == stop:
+        if first == stop:
             return short
         long = self._long.span(first, stop)
         if not len(short[0]):
@@ -134,9 +135,9 @@ class _Appender:
     def lists(self, reader: Any) -> Lists:
         """The lists, each array in the narrowest type that holds it."""
         return Lists(
-            _narrowest(np.frombuffer(self.ids, dtype=np.uint32), reader.doc_count_all() <= SMALL_IDS, np.uint16),
-            _narrowest(np.frombuffer(self.frequencies, dtype=np.float32), True, np.uint8),
-            _narrowest(np.frombuffer(self.starts, np.int64), len(self.ids) < 1 << 32, np.uint32),
+            _narrowest(np.frombuffer(self.ids, dtype=np.uint32), np.uint16),
+            _narrowest(np.frombuffer(self.frequencies, dtype=np.float32), np.uint8),
+            _narrowest(np.frombuffer(self.starts, np.int64), np.uint32),
         )
 
 
@@ -174,22 +175,20 @@ class LongBuilder:
         self._terms = table.long_lists()
         self._lists = _Appender()
 
-    def step(self, reader: Any, count: int) -> bool:
-        """Decode the next `count` long lists; True once all are in the table."""
+    def step(self, reader: Any, count: int) -> PostingTable | None:
+        """Decode the next `count` long lists; the table once all are in it."""
         done = len(self._lists.starts) - 1
         read = compat.term_read(reader)
         for index in self._terms[done : done + count]:
             term, encoded = self._lexicon.entry(index, read)
             self._lists.add(reader, term, W3TermInfo.from_bytes(encoded))
         if len(self._lists.starts) - 1 < len(self._terms):
-            return False
+            return None
         self._table.add_long(self._lists.lists(reader))
-        return True
+        return self._table
 
 
-def _narrowest(values: np.ndarray, fits: bool, narrow: type[np.generic]) -> np.ndarray:
+def _narrowest(values: np.ndarray, narrow: type[np.generic]) -> np.ndarray:
     """The values as the narrower type when they fit in it unchanged (counts of a word in one entry: a byte each)."""
-    if not fits:
-        return values
     small = values.astype(narrow)
     return small if np.array_equal(small, values) else values
