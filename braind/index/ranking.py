@@ -22,6 +22,7 @@ import heapq
 import itertools
 import math
 import operator
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ COORDINATION = 1.0
 _TIE = 1e-9
 SAMPLED = 64  # past this many scores per hit wanted, the best are found above a floor taken from a sample
 # The narrowest unsigned type that holds a bit for each query word; past 64 words they are counted.
+_SCRATCH = threading.local()  # a thread's arrays lent to its searches, zeros between them (see _lent)
 _BIT_TYPES = ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
 
 
@@ -148,16 +150,35 @@ def rank_documents(
     size = len(allowed)
     held = _held(maps, size)
     holding = np.flatnonzero(held != 0)  # of a bool array: several times faster
+    text = _scores(maps, weights, size)
+    try:
+        return _ranked(len(maps), held, holding, text, allowed, stamps, neighbours, limit, strict)
+    finally:  # the arrays lent by this thread's scratch are zeros again for its next search
+        held[holding] = 0
+        text[holding] = 0.0
+
+
+def _ranked(
+    count: int,
+    held: np.ndarray,
+    holding: np.ndarray,
+    text: np.ndarray,
+    allowed: np.ndarray,
+    stamps: np.ndarray,
+    neighbours: Sequence[np.ndarray],
+    limit: int,
+    strict: bool,
+) -> Ranked:
+    """rank_documents() once each document's held words (of `count` query words) and own score are known."""
     docs = holding[allowed[holding]]
     words = held[docs]
-    is_full = words == _every(len(maps), held.dtype)
+    is_full = words == _every(count, held.dtype)
     full = docs[is_full]
     if not len(full) and (strict or not len(docs)):
         return Ranked([], [], 0, len(docs))
-    text = _scores(maps, weights, size)
-    _coordinate(text, holding, held[holding], len(maps))
+    _coordinate(text, holding, held[holding], count)
     counted = held.dtype == np.int64  # past 64 words: counts, not bits
-    full_held = None if counted else int(_every(len(maps), held.dtype))
+    full_held = None if counted else int(_every(count, held.dtype))
     top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True, full_held)
     top_partial: list[Candidate] = []
     if not strict and len(full) < limit:  # only then can a partial match be shown
@@ -173,13 +194,25 @@ def _held(maps: Sequence[TermMaps], size: int) -> np.ndarray:
     dtype = next((kind for bits, kind in _BIT_TYPES if len(maps) <= bits), None)
     if dtype is None:  # count each word's documents, deduplicated
         return np.bincount(np.concatenate([m.holders() for m in maps]), minlength=size).astype(np.int64)
-    held: np.ndarray = np.zeros(size, dtype=dtype)
+    held = _lent(size, dtype)
     for bit, term_maps in enumerate(maps):
         flag = held.dtype.type(1 << bit)
         for ids in (term_maps.exact[0], term_maps.longer[0]):
             if len(ids):
                 held[ids] |= flag
     return held
+
+
+def _lent(size: int, dtype: type[np.generic]) -> np.ndarray:
+    """`size` zeros of a type from this thread's scratch: a fresh array of a million faults in each page.
+
+    The borrower zeroes what it wrote before this thread's next search (rank_documents does).
+    """
+    kept: dict[type[np.generic], np.ndarray] = _SCRATCH.__dict__.setdefault("arrays", {})
+    array = kept.get(dtype)
+    if array is None or len(array) < size:
+        array = kept[dtype] = np.zeros(size, dtype=dtype)
+    return array[:size]
 
 
 def _every(count: int, dtype: np.dtype[Any]) -> Any:
@@ -197,7 +230,7 @@ def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.nd
 
 def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int) -> np.ndarray:
     """Every document's own score: each word's weights in its text, times the word's idfs; then a zero."""
-    text = np.zeros(size + 1)
+    text = _lent(size + 1, np.float64)
     first = True
     for term_maps, term_weights in zip(maps, weights, strict=True):
         for (found, weight), scale in (
