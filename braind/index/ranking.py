@@ -17,13 +17,14 @@ held words come with it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import itertools
 import math
 import operator
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,42 +152,32 @@ def rank_documents(
     held = _held(maps, size)
     holding = np.flatnonzero(held != 0)  # of a bool array: several times faster
     text = _scores(maps, weights, size)
+    with _returned(holding, held, text):
+        docs = holding[allowed[holding]]
+        words = held[docs]
+        is_full = words == _every(len(maps), held.dtype)
+        full = docs[is_full]
+        if not len(full) and (strict or not len(docs)):
+            return Ranked([], [], 0, len(docs))
+        _coordinate(text, holding, held[holding], len(maps))
+        counted = held.dtype == np.int64  # past 64 words: counts, not bits
+        full_held = None if counted else int(_every(len(maps), held.dtype))
+        top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True, full_held)
+        top_partial: list[Candidate] = []
+        if not strict and len(full) < limit:  # only then can a partial match be shown
+            partial, partial_held = docs[~is_full], None if counted else words[~is_full]
+            top_partial = _top(partial, _with_context(partial, text, neighbours), stamps, limit, False, partial_held)
+        return Ranked(top_full, top_partial, len(full), len(docs) - len(full))
+
+
+@contextlib.contextmanager
+def _returned(written: np.ndarray, *lent: np.ndarray) -> Iterator[None]:
+    """Arrays lent by this thread's scratch (`_lent`), zeros again where written once the search is done."""
     try:
-        return _ranked(len(maps), held, holding, text, allowed, stamps, neighbours, limit, strict)
-    finally:  # the arrays lent by this thread's scratch are zeros again for its next search
-        held[holding] = 0
-        text[holding] = 0.0
-
-
-def _ranked(
-    count: int,
-    held: np.ndarray,
-    holding: np.ndarray,
-    text: np.ndarray,
-    allowed: np.ndarray,
-    stamps: np.ndarray,
-    neighbours: Sequence[np.ndarray],
-    limit: int,
-    strict: bool,
-) -> Ranked:
-    """rank_documents() once each document's held words (of `count` query words) and own score are known."""
-    docs = holding[allowed[holding]]
-    words = held[docs]
-    is_full = words == _every(count, held.dtype)
-    full = docs[is_full]
-    if not len(full) and (strict or not len(docs)):
-        return Ranked([], [], 0, len(docs))
-    _coordinate(text, holding, held[holding], count)
-    counted = held.dtype == np.int64  # past 64 words: counts, not bits
-    full_held = None if counted else int(_every(count, held.dtype))
-    top_full = _top(full, _with_context(full, text, neighbours), stamps, limit, True, full_held)
-    top_partial: list[Candidate] = []
-    if not strict and len(full) < limit:  # only then can a partial match be shown
-        is_partial = ~is_full
-        partial = docs[is_partial]
-        partial_held = None if counted else words[is_partial]
-        top_partial = _top(partial, _with_context(partial, text, neighbours), stamps, limit, False, partial_held)
-    return Ranked(top_full, top_partial, len(full), len(docs) - len(full))
+        yield
+    finally:
+        for array in lent:
+            array[written] = 0
 
 
 def _held(maps: Sequence[TermMaps], size: int) -> np.ndarray:
