@@ -50,8 +50,8 @@ DEPTH = 20
 COORDINATION = 1.0
 _TIE = 1e-9
 SAMPLED = 64  # past this many scores per hit wanted, the best are found above a floor taken from a sample
-# The narrowest unsigned type that holds a bit for each query word; past 64 words they are counted.
 _SCRATCH = threading.local()  # a thread's arrays lent to its searches, zeros between them (see _lent)
+# The narrowest unsigned type that holds a bit for each query word; past 64 words they are counted.
 _BIT_TYPES = ((8, np.uint8), (16, np.uint16), (32, np.uint32), (64, np.uint64))
 
 
@@ -222,18 +222,13 @@ def _with_context(docs: np.ndarray, text: np.ndarray, neighbours: Sequence[np.nd
 def _scores(maps: Sequence[TermMaps], weights: Sequence[TermWeights], size: int) -> np.ndarray:
     """Every document's own score: each word's weights in its text, times the word's idfs; then a zero."""
     text = _lent(size + 1, np.float64)
-    first = True
     for term_maps, term_weights in zip(maps, weights, strict=True):
         for (found, weight), scale in (
             (term_maps.exact, term_weights.exact),
             (term_maps.longer, term_weights.longer),
         ):
             if len(found):
-                if first:  # adding to zeros is setting, without reading them first
-                    text[found] = weight * scale
-                    first = False
-                else:
-                    text[found] += weight * scale  # a list's numbers are distinct
+                text[found] += weight * scale  # a list's numbers are distinct
     return text
 
 
