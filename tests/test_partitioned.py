@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -333,5 +334,50 @@ def test_a_started_index_tables_its_postings_ahead_of_searches_and_again_after_a
         wait_until(lambda: _tabled(again) == 3, 15, "the rebuilt segments tabled")
         wait_until(lambda: warmed == [3, 3], 15, "told again after the rebuild's warm-up")
         assert [h.entry.text for h in again.search(word).hits] == [f"{word} tea again"] * 3
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize(("budget", "long_tabled"), [(None, True), (1, True), (None, False)])
+def test_a_started_index_puts_the_settled_years_most_common_words_end_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int | None, long_tabled: bool
+) -> None:
+    """What a search of all of memory pays the first time it asks for a common word, paid ahead; stopwords are not.
+
+    Also when the tables leave the long lists out (their budget spent, as at a million entries).
+    """
+    from braind.index.whoosh import combined, postings, tables
+
+    monkeypatch.setattr(tables, "LONG_LIST", 3)  # lists of more than 3 postings are a common word's
+    if budget is not None:
+        monkeypatch.setattr(combined, "WARM_WORDS_BYTES", budget)  # the first word fills it
+    if not long_tabled:
+        tabling = postings.SearcherView.warm_postings
+        monkeypatch.setattr(
+            postings.SearcherView, "warm_postings", lambda view, count, long=False: not long and tabling(view, count)
+        )
+    first = PartitionedIndex(tmp_path / "state", "test")
+    first.open()
+    for year in (2022, 2023, 2024, 2026):
+        texts = ["the harbour museum"] * 4 + ["the harbour at dawn"] * 2 + ["the oolong tea", "a kafka broker"]
+        first.replace_file(*day_file(f"{year}-03-01", *texts))
+    first.close()
+    again = PartitionedIndex(tmp_path / "state", "test")
+    warmed = threading.Event()
+    again.on_warmed = warmed.set
+    again.open()
+    again.start()
+    try:
+        assert warmed.wait(15)
+        settled = again._combined
+        assert settled is not None and len(settled.parts) == 3  # 2022-2024; 2026 is the newest
+        joined = list(settled._words._lists)
+        expected = [(False, ("harbour",))] if budget else [(False, ("harbour",)), (False, ("museum",))]
+        assert joined == expected  # most common first; `the` and the words of short lists left out
+        queries = ["harbour museum", "What about the harbour?", "oolong tea"]
+        answers = _answers(again, queries)
+        assert answers[0][1] == 16 and answers[1][1] == 24
+        monkeypatch.setattr("braind.index.partitioned.MIN_PARTS", 1000)  # each year searched alone
+        assert _answers(again, queries) == answers
     finally:
         again.close()

@@ -248,6 +248,35 @@ class PartitionedIndex:
                 while more and not self._stopping.is_set() and not self._warm_due.is_set():
                     more = bool(self._warm_part(part, functools.partial(part.warm_postings, count, long)))
                     time.sleep(_WARM_PAUSE_S)
+        self._warm_settled()
+
+    def _warm_settled(self) -> None:
+        """Put the settled years' most common words end to end, one at a time, as searches would.
+
+        With several languages a word's query terms are its stems in each, which an index term does not tell.
+        """
+        if len(self.languages) > 1:
+            return
+        for term in self._with_settled(lambda settled: settled.common_words(self.language)) or []:
+            if self._stopping.is_set() or self._warm_due.is_set():
+                return
+            if not self._with_settled(functools.partial(Combined.warm_word, term=term)):
+                return
+            time.sleep(_WARM_PAUSE_S)
+
+    def _with_settled(self, step: Callable[[Combined], Any]) -> Any:
+        """One step on the settled years as one, every partition's lock held as a search holds them; None if none."""
+        with self._lock:
+            parts = [(key, self._parts[key]) for key in sorted(self._parts)]
+        try:
+            with ExitStack() as held:
+                for _, part in parts:
+                    held.enter_context(part.reading)
+                settled, _ = self._split(parts)
+                return None if settled is None else step(settled)
+        except Exception:
+            log.debug("could not warm the settled years", exc_info=True)
+            return None
 
     def _warm_part(self, part: Index, warm: Callable[[], Any]) -> Any:
         """One step of warming a partition, under its lock; None when it failed (a cache: the search reads it)."""

@@ -335,6 +335,21 @@ class SearcherView:
                 return self._warm_step(reader, "table-builder", functools.partial(TableBuilder, lexicon), count)
         return False
 
+    def common_words(self) -> dict[bytes, int]:
+        """The terms whose lists a table leaves out as long, and how many documents hold each, in every segment."""
+        found: dict[bytes, int] = {}
+        for sub, _ in self._leaves:
+            reader = sub.reader()
+            table = self._segments.find(reader, "table", analysis.FIELD)
+            lexicon = self._segments.get(reader, "lexicon", analysis.FIELD, Lexicon.read)
+            if table is None or lexicon is None:
+                continue
+            read = compat.term_read(reader)
+            for index in table.long_lists():
+                term, info = _term_info(lexicon, index, read)
+                found[term] = found.get(term, 0) + info.doc_frequency()
+        return found
+
     def _warm_step(self, reader: Any, kind: str, make: Callable[[], Any], count: int) -> bool:
         """One step of a segment's table builder of a kind (begun by `make`); False when the budget is spent."""
         builder = self._segments.find(reader, kind, analysis.FIELD)

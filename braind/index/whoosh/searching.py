@@ -156,6 +156,11 @@ class Searching:
         """How many entry documents the searcher holds (caller holds `reading`)."""
         return max(self._view_now().documents() - len(self._records), 0)
 
+    def common_words(self) -> dict[bytes, int]:
+        """The committed terms of long posting lists and their document counts (caller holds `reading`)."""
+        self._check_open()
+        return self._view_now().common_words()
+
     def word_maps(self, term: analysis.Term) -> ranking.TermMaps:
         """One query word's committed postings, not kept in the view's own cache (caller holds `reading`)."""
         return postings.word_postings(self._view_now(), term, cache=False)
