@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 WORDS_BYTES = 48 << 20  # concatenated postings of query words kept
 WARM_WORDS = 32  # the most common words put end to end ahead of any search
-WARM_WORDS_BYTES = WORDS_BYTES // 2  # and at most this much of the budget, the rest left to what searches ask
+WARM_WORDS_BYTES = WORDS_BYTES // 4  # and at most this much of the budget, the rest left to what searches ask
 MIN_PARTS = 2  # fewer settled partitions gain nothing from being combined
 
 
