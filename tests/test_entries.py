@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
@@ -349,3 +350,16 @@ def test_brackets_that_are_not_metadata_stay_text(raw: str) -> None:
     line = parse_line(raw)
     assert line.meta == Meta() and line.text == raw[8:]
     assert parse_line(render_line(line)) == line
+
+
+def test_an_entry_pickles_to_an_equal_one_keeping_a_computed_fingerprint() -> None:
+    """Worker processes of a rebuild get entries pickled: every field comes back, and the fingerprint once known."""
+    entry = Entry(
+        "/r", "user", "/r/diary/2026-01-02.md", 3, "2026-01-02", "10:00", "chose Postgres",
+        kind="diary", type="decision", key="db", triggers=("file:app.py",), status="tombstoned", occurrence=2,
+    )  # fmt: skip
+    fresh = pickle.loads(pickle.dumps(entry))
+    assert fresh == entry and fresh._fp is None
+    fingerprint = entry.fp
+    known = pickle.loads(pickle.dumps(entry))
+    assert known == entry and known._fp == fingerprint == known.fp

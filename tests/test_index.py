@@ -1008,6 +1008,50 @@ def test_short_lists_are_inlined_alike_posting_by_posting_and_whole(tmp_path: Pa
         assert writer.write_all(format_, postings) == terminfo.to_bytes()
 
 
+@pytest.mark.parametrize("small_runs", [0, writer_module.SMALL_RUNS], ids=["grouped by NumPy", "grouped in Python"])
+def test_postings_gathered_as_documents_arrive_come_out_as_the_per_posting_path_orders_them(
+    small_runs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms of any script in the order of their bytes, each list in document order, a merge's blocks after."""
+    monkeypatch.setattr(writer_module, "SMALL_RUNS", small_runs)
+    rng = random.Random(3)
+    words = ["a", "ab", "z", "zz", "é", "ß", "乌", "乌龙", "\U0001d518x", "\uffefy"]
+    gathered, reference = writer_module.TermPool(), writer_module.TermPool()
+    for doc in range(400):
+        counts = {word: rng.randint(1, 3) for word in rng.sample(words, rng.randint(1, len(words)))}
+        gathered.add_weights("text", doc, counts)
+        gathered.add_weights("path", doc, {f"p{doc % 7}": 1.0})
+        for word, count in counts.items():
+            reference.add_term(reference.terms("text"), word.encode(), doc, float(count))
+        reference.add_term(reference.terms("path"), f"p{doc % 7}".encode(), doc, 1.0)
+    for pool in (gathered, reference):  # a merged segment's postings, after the new documents
+        pool.add_block("text", "é".encode(), ([0, 2], [1.0, 2.0], None), 400)
+        pool.add_block("text", b"new", ([5], [1.0], None), 400)
+
+    def lists(pool: writer_module.TermPool, field: str) -> list[tuple[bytes, list[int], list[float]]]:
+        return [(text, list(p.docs), list(p.weights)) for text, p in pool.sorted_terms(field)]
+
+    assert gathered.fields == ["path", "text"]
+    for field in ("text", "path"):
+        ours = lists(gathered, field)
+        assert ours == lists(reference, field)
+        assert [text for text, _, _ in ours] == sorted(text for text, _, _ in ours)
+        assert all(docs == sorted(docs) for _, docs, _ in ours)
+
+
+def test_stored_fields_are_written_as_their_bytes_and_read_back_by_whoosh(tmp_path: Path) -> None:
+    """Stored fields at zlib level 0: an entry's text lies in the segment as it is, and Whoosh reads it."""
+    text = "oolong tea at the harbour market"
+    ix = whoosh_index.create_in(str(tmp_path), make_schema())
+    writer = open_writer(ix)
+    add_file(writer, record("diary/2026-01-10.md"), [entry(text)])
+    writer.commit()
+    written = b"".join(path.read_bytes() for path in tmp_path.iterdir() if path.is_file())
+    assert text.encode() in written
+    with open_whoosh(tmp_path).searcher() as searcher:
+        assert [doc["text"] for doc in searcher.documents() if "text" in doc] == [text]
+
+
 def test_select_by_fingerprint_checks_the_whole_fingerprint(index: Index, settle: Settle) -> None:
     """The index holds only each fingerprint's head: entries sharing it are told apart by the whole."""
     entries = [entry(f"note {n}", n) for n in range(1, 400)]

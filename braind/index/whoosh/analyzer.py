@@ -91,12 +91,14 @@ class Counts(Frequency):
 
     def word_values(self, value: str, analyzer: Any, **kwargs: Any) -> Iterator[tuple[str, int, float, bytes]]:
         """(term, frequency, weight, no value) for each distinct term of a text."""
-        if type(analyzer) is CJKTokenizer:
-            counts = analyzer.language.term_counts(value)
-        else:
-            counts = _token_counts(value, analyzer, **kwargs)
         boost = self.field_boost
-        return ((text, count, count * boost, b"") for text, count in counts.items())
+        return ((text, count, count * boost, b"") for text, count in self.term_counts(value, analyzer).items())
+
+    def term_counts(self, value: str, analyzer: Any, **kwargs: Any) -> dict[str, int]:
+        """Each distinct term of a text with its frequency: what the writer indexes, without a tuple per term."""
+        if type(analyzer) is CJKTokenizer:
+            return analyzer.language.term_counts(value)
+        return _token_counts(value, analyzer, **kwargs)
 
     def decode_frequency(self, valuestring: bytes) -> int:
         """Unused: frequencies are read as weights."""

@@ -1,12 +1,14 @@
-"""How the index writes Whoosh segments: postings grouped by term as documents arrive, each list written whole.
+"""How the index writes Whoosh segments: postings gathered in arrays as documents arrive, each list written whole.
 
 Whoosh's own writer makes a tuple per posting, sorts them all at commit and
-hands them to its codec one by one; the codec compresses every block with
-zlib, and its inlining of short posting lists calls a method its term info
-lacks, so nothing is ever inlined. Here each term's postings are appended to
-arrays, terms are sorted once, lists shorter than INLINE_LIMIT are kept in
-the term index itself and the others are written in uncompressed blocks. The
-files are Whoosh's W3 format: its readers open them unchanged.
+hands them to its codec one by one; the codec compresses every block and
+every document's stored fields with zlib, and its inlining of short posting
+lists calls a method its term info lacks, so nothing is ever inlined. Here a
+document's terms are appended to a field's arrays and grouped by term with
+one sort at the commit, lists shorter than INLINE_LIMIT are kept in the term
+index itself, the others are written in uncompressed blocks, and stored
+fields are not compressed. The files are Whoosh's W3 format: its readers
+open them unchanged.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import pickle
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
@@ -25,11 +28,12 @@ from whoosh.codec.whoosh3 import (
     W3Codec,
     W3FieldWriter,
     W3PerDocReader,
+    W3PerDocWriter,
     W3PostingsWriter,
     W3TermInfo,
     W3TermsReader,
 )
-from whoosh.columns import NumericColumn, TranslatingColumnReader
+from whoosh.columns import CompressedBytesColumn, NumericColumn, PickleColumn, TranslatingColumnReader
 from whoosh.fields import FieldType, Schema, UnknownFieldError
 from whoosh.filedb.filetables import OrderedHashReader
 from whoosh.formats import Existence, Format
@@ -38,10 +42,14 @@ from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
 from braind.index.whoosh import compat
+from braind.index.whoosh.analyzer import Counts
 
 INLINE_LIMIT = 16  # most words of a diary occur in a handful of entries
 BLOCK_LIMIT = 1024  # postings per block: recall decodes whole lists, and fewer blocks cost less each
 BLOCK_PICKLE = 4  # from protocol 3 on, an array is pickled as its bytes; Whoosh's protocol 2 lists its numbers
+SMALL_RUNS = 4096  # postings up to which a field's arrivals are grouped in Python: NumPy pays off past some 30,000
+STORED_LEVEL = 0  # zlib level of stored fields: 0 keeps the bytes as they are, in a stream Whoosh's readers read
+STORED_PICKLE = 4  # protocol of stored fields: a short string's length in one byte, not four as in Whoosh's 2
 
 
 # (field, term bytes, document, weight, value): a posting as Whoosh's merges hand it over.
@@ -61,17 +69,97 @@ class Postings:
         self.values: list[bytes] = []
 
 
+class Arrivals:
+    """A field's postings as documents arrive, before they are grouped by term: three arrays, a posting a row.
+
+    Appending a document's terms to these is a few calls in C; grouping them by term once, at the commit,
+    is a sort. Keeping a list per term instead cost a dictionary lookup and two appends per posting.
+    """
+
+    __slots__ = ("docs", "numbers", "terms", "weights")
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}  # each term's number, in order of arrival
+        self.terms = array("I")
+        self.docs = array("I")
+        self.weights = array("f")
+
+    def add(self, docnum: int, weights: dict[str, float] | dict[str, int]) -> None:
+        """One document's terms with their weights."""
+        numbers = self.numbers
+        self.terms.extend([numbers.setdefault(word, len(numbers)) for word in weights])
+        self.docs.extend(repeat(docnum, len(weights)))
+        self.weights.extend(weights.values())
+
+    def runs(self) -> Iterator[tuple[bytes, Postings]]:
+        """Each term in order with its postings in document order (the order they arrived in)."""
+        if len(self.docs) <= SMALL_RUNS:
+            yield from self._small_runs()
+            return
+        names = sorted(self.numbers)  # code point order, which is the order of their UTF-8 bytes
+        ranks = np.empty(len(names), dtype=np.uint32)
+        ranks[[self.numbers[name] for name in names]] = np.arange(len(names), dtype=np.uint32)
+        keys = ranks[np.frombuffer(self.terms, dtype=np.uint32)]
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        docs = memoryview(np.frombuffer(self.docs, dtype=np.uint32)[order].tobytes())
+        weights = memoryview(np.frombuffer(self.weights, dtype=np.float32)[order].tobytes())
+        bounds = [0, *(np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist(), len(keys)]
+        for name, start, end in zip(names, bounds[:-1], bounds[1:], strict=True):  # a run for each term
+            postings = Postings()
+            postings.docs.frombytes(docs[4 * start : 4 * end])
+            postings.weights.frombytes(weights[4 * start : 4 * end])
+            yield name.encode("utf-8"), postings
+
+    def _small_runs(self) -> Iterator[tuple[bytes, Postings]]:
+        """runs() for a few postings (a note's commit), where NumPy's fixed costs would outweigh the sort."""
+        lists = [Postings() for _ in self.numbers]
+        for number, doc, weight in zip(self.terms, self.docs, self.weights, strict=True):
+            lists[number].docs.append(doc)
+            lists[number].weights.append(weight)
+        for name, number in sorted(self.numbers.items()):
+            yield name.encode("utf-8"), lists[number]
+
+
 class TermPool:
     """A segment's postings by field and term, in memory: compact arrays instead of a tuple per posting."""
 
     def __init__(self) -> None:
-        self.fields: dict[str, dict[bytes, Postings]] = {}
+        self._fields: dict[str, dict[bytes, Postings]] = {}
+        self._arrivals: dict[str, Arrivals] = {}  # postings without values, not yet grouped by term
         self.unsorted: set[tuple[str, bytes]] = set()  # terms that got a posting out of document order
+
+    @property
+    def fields(self) -> list[str]:
+        """The names of the fields that have postings."""
+        return sorted(self._fields.keys() | self._arrivals.keys())
 
     def terms(self, fieldname: str) -> dict[bytes, Postings]:
         """The postings of one field by term."""
-        found = self.fields.get(fieldname)
-        return found if found is not None else self.fields.setdefault(fieldname, {})
+        if fieldname in self._arrivals:
+            self._group(fieldname)
+        found = self._fields.get(fieldname)
+        return found if found is not None else self._fields.setdefault(fieldname, {})
+
+    def _group(self, fieldname: str) -> None:
+        """Move a field's arrived postings into its lists by term."""
+        terms = self._fields.setdefault(fieldname, {})
+        for text, arrived in self._arrivals.pop(fieldname).runs():
+            postings = terms.get(text)
+            if postings is None:
+                terms[text] = arrived
+                continue
+            if postings.docs[-1] >= arrived.docs[0]:
+                self.unsorted.add((fieldname, text))
+            postings.docs.extend(arrived.docs)
+            postings.weights.extend(arrived.weights)
+
+    def add_weights(self, fieldname: str, docnum: int, weights: dict[str, float] | dict[str, int]) -> None:
+        """Add a document's terms of a field whose format has no values, each with its weight."""
+        arrivals = self._arrivals.get(fieldname)
+        if arrivals is None:
+            arrivals = self._arrivals[fieldname] = Arrivals()
+        arrivals.add(docnum, weights)
 
     def add_term(self, terms: dict[bytes, Postings], text: bytes, docnum: int, weight: float) -> Postings:
         """Add a posting without a value."""
@@ -133,7 +221,9 @@ class TermPool:
 
     def sorted_terms(self, fieldname: str) -> list[tuple[bytes, Postings]]:
         """A field's terms in order, each with its postings in document order."""
-        terms = self.fields[fieldname]
+        if fieldname not in self._fields and fieldname in self._arrivals:
+            return list(self._arrivals.pop(fieldname).runs())
+        terms = self.terms(fieldname)
         if not self.unsorted:
             return sorted(terms.items())
         return [(text, self._in_order(fieldname, text, terms[text])) for text in sorted(terms)]
@@ -152,7 +242,7 @@ class TermPool:
 
     def cleanup(self) -> None:
         """Forget everything (Whoosh's pool interface)."""
-        self.fields, self.unsorted = {}, set()
+        self._fields, self._arrivals, self.unsorted = {}, {}, set()
 
 
 class PostingsWriter(W3PostingsWriter):
@@ -245,7 +335,7 @@ class FieldWriter(W3FieldWriter):
 
     def add_pool(self, schema: Schema, pool: TermPool) -> None:
         """Write every field's terms in order, each posting list at once."""
-        for fieldname in sorted(pool.fields):
+        for fieldname in pool.fields:
             self.start_field(fieldname, schema[fieldname])
             prefix, write = pack_ushort(self._fieldid), self._postwriter.write_all
             self._add_terms(
@@ -270,6 +360,32 @@ class FieldWriter(W3FieldWriter):
         tindex.lastkey = last
 
 
+class StoredColumn(PickleColumn):
+    """Whoosh's column of stored fields, pickled with STORED_PICKLE and kept at zlib level STORED_LEVEL."""
+
+    def __init__(self) -> None:
+        super().__init__(CompressedBytesColumn(level=STORED_LEVEL))
+
+    class Writer(PickleColumn.Writer):
+        """Whoosh's writer of pickled values, with a newer protocol (its readers read any)."""
+
+        def add(self, docnum: int, v: Any) -> None:
+            """Add one document's stored fields."""
+            self._child.add(docnum, b"" if v is None else pickle.dumps(v, STORED_PICKLE))
+
+
+class PerDocWriter(W3PerDocWriter):
+    """Whoosh's per-document writer, with its stored fields in a StoredColumn.
+
+    Whoosh compresses each document's stored fields at zlib level 3: for an entry's few hundred bytes,
+    mostly zlib setting up its state, a fifth of the time indexing an entry took (0 and 3 taking turns).
+    """
+
+    def _create_column(self, fieldname: str, column: Any) -> None:
+        """Whoosh's, with the stored fields' column a StoredColumn."""
+        super()._create_column(fieldname, StoredColumn() if fieldname == "_stored" else column)
+
+
 class Codec(W3Codec):
     """Whoosh's W3 codec without zlib, with inlined short lists and without per-block length statistics.
 
@@ -291,6 +407,10 @@ class Codec(W3Codec):
             inlinelimit=self._inlinelimit,
         )
 
+    def per_document_writer(self, storage: Any, segment: Any) -> PerDocWriter:
+        """The per-document writer that stores fields uncompressed."""
+        return PerDocWriter(self, storage, segment)
+
     def field_writer(self, storage: Any, segment: Any) -> FieldWriter:
         """The field writer that writes a whole pool."""
         return FieldWriter(self, storage, segment)
@@ -302,6 +422,7 @@ class _Plan:
 
     field: FieldType
     whole: bool  # an ID field: the value itself is the only term
+    counted: bool  # analysed into term counts, without values (the text field)
     weight: float
     scorable: bool
     stored: bool
@@ -314,7 +435,8 @@ def _plan(field: FieldType) -> _Plan:
         raise ValueError(f"{type(field).__name__} fields with vectors or spellings are not supported")
     whole = field.indexed and type(field.analyzer) is IDTokenizer and type(field.format) is Existence
     weight = field.format.field_boost if field.indexed else 1.0
-    return _Plan(field, whole, weight, field.scorable, field.stored, field.column_type)
+    counted = field.indexed and isinstance(field.format, Counts)
+    return _Plan(field, whole, counted, weight, field.scorable, field.stored, field.column_type)
 
 
 class Writer(SegmentWriter):
@@ -348,7 +470,12 @@ class Writer(SegmentWriter):
         plan, docnum = self._plans[name], self.docnum
         length = 0
         if plan.whole and isinstance(value, str):
-            self.pool.add_term(self.pool.terms(name), value.encode("utf-8"), docnum, plan.weight)
+            self.pool.add_weights(name, docnum, {value: plan.weight})
+        elif plan.counted:
+            counts = plan.field.format.term_counts(value, plan.field.analyzer)
+            weight = plan.weight
+            self.pool.add_weights(name, docnum, counts if weight == 1.0 else {w: n * weight for w, n in counts.items()})
+            length = sum(counts.values())
         elif plan.field.indexed:
             words = plan.field.format.word_values(value, plan.field.analyzer, mode="index")
             length = self.pool.add_terms(name, docnum, words)
