@@ -7,6 +7,7 @@ import os
 import random
 import stat
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from whoosh import index as whoosh_index
 from whoosh.codec.whoosh3 import W3TermInfo
+from whoosh.fields import UnknownFieldError
 from whoosh.filedb.filestore import FileStorage
 from whoosh.formats import Existence, Frequency
 from whoosh.query import And, Prefix, Term
@@ -24,12 +26,14 @@ from braind.errors import InvalidParams, Unavailable
 from braind.index import analysis, ranking
 from braind.index.api import FileRecord
 from braind.index.whoosh import changes, compat, postings
+from braind.index.whoosh import pool as pool_module
 from braind.index.whoosh import writer as writer_module
 from braind.index.whoosh.changes import add_file, write_batch
 from braind.index.whoosh.documents import SCHEMA_VERSION, make_schema
 from braind.index.whoosh.index import Index
+from braind.index.whoosh.pool import Postings
 from braind.index.whoosh.store import open_whoosh
-from braind.index.whoosh.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, Postings, open_writer
+from braind.index.whoosh.writer import BLOCK_LIMIT, INLINE_LIMIT, Codec, open_writer
 from braind.model.entries import Entry
 from tests.conftest import wait_until
 
@@ -992,7 +996,7 @@ def _unmerged(writer: Any) -> Any:
 
 @pytest.mark.parametrize("format_", [Existence(), Frequency()], ids=["without values", "with values"])
 def test_short_lists_are_inlined_alike_posting_by_posting_and_whole(tmp_path: Path, format_: Any) -> None:
-    """Whoosh's own per-posting path inlines with braind's codec, into the bytes the whole-list path makes."""
+    """Whoosh's own per-posting path inlines with braind's codec; the whole-list path's term info reads the same."""
     postings = Postings()
     for doc, weight in [(3, 1.0), (9, 2.0), (40, 1.0)]:
         postings.docs.append(doc)
@@ -1005,38 +1009,70 @@ def test_short_lists_are_inlined_alike_posting_by_posting_and_whole(tmp_path: Pa
             writer.add_posting(doc, weight, value)
         terminfo = writer.finish_postings()
         assert terminfo.is_inlined() and not writer.written()
-        assert writer.write_all(format_, postings) == terminfo.to_bytes()
+        whole = W3TermInfo.from_bytes(writer.write_all(format_, postings))
+        assert whole.to_bytes() == terminfo.to_bytes()
+        expected = ((3, 9, 40), (1.0, 2.0, 1.0), tuple(postings.values) or (b"", b"", b""))
+        assert whole.inlined_postings() == terminfo.inlined_postings() == expected
 
 
-@pytest.mark.parametrize("small_runs", [0, writer_module.SMALL_RUNS], ids=["grouped by NumPy", "grouped in Python"])
+def test_an_inlined_list_is_pickled_with_a_protocol_that_writes_bytes_as_bytes() -> None:
+    """Protocol 2 writes each empty value of an inlined list as a call to bytes(); the term info stays small."""
+    postings = Postings([3, 9, 40], [1.0, 2.0, 1.0])
+    info = Codec().postings_writer(None).write_all(Existence(), postings)
+    assert b"bytes" not in info
+    assert W3TermInfo.from_bytes(info).inlined_postings() == ((3, 9, 40), (1.0, 2.0, 1.0), (b"", b"", b""))
+
+
+@pytest.mark.parametrize(
+    ("small_runs", "runs_batch"),
+    [(0, pool_module.RUNS_BATCH), (0, 20), (pool_module.SMALL_RUNS, pool_module.RUNS_BATCH)],
+    ids=["grouped by NumPy", "grouped by NumPy, written 20 postings at a time", "grouped in Python"],
+)
 def test_postings_gathered_as_documents_arrive_come_out_as_the_per_posting_path_orders_them(
-    small_runs: int, monkeypatch: pytest.MonkeyPatch
+    small_runs: int, runs_batch: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Terms of any script in the order of their bytes, each list in document order, a merge's blocks after."""
-    monkeypatch.setattr(writer_module, "SMALL_RUNS", small_runs)
+    monkeypatch.setattr(pool_module, "SMALL_RUNS", small_runs)
+    monkeypatch.setattr(pool_module, "RUNS_BATCH", runs_batch)
     rng = random.Random(3)
     words = ["a", "ab", "z", "zz", "é", "ß", "乌", "乌龙", "\U0001d518x", "\uffefy"]
-    gathered, reference = writer_module.TermPool(), writer_module.TermPool()
+    gathered, reference = pool_module.TermPool(), pool_module.TermPool()
     for doc in range(400):
         counts = {word: rng.randint(1, 3) for word in rng.sample(words, rng.randint(1, len(words)))}
-        gathered.add_weights("text", doc, counts)
-        gathered.add_weights("path", doc, {f"p{doc % 7}": 1.0})
+        gathered.arrivals("text").add(doc, counts)
+        gathered.arrivals("path").add_one(doc, f"p{doc % 53}", 1.0)  # lists shorter than a batch, and
+        gathered.arrivals("type").add_one(doc, "note", 1.0)  # one longer
         for word, count in counts.items():
             reference.add_term(reference.terms("text"), word.encode(), doc, float(count))
-        reference.add_term(reference.terms("path"), f"p{doc % 7}".encode(), doc, 1.0)
+        reference.add_term(reference.terms("path"), f"p{doc % 53}".encode(), doc, 1.0)
+        reference.add_term(reference.terms("type"), b"note", doc, 1.0)
     for pool in (gathered, reference):  # a merged segment's postings, after the new documents
         pool.add_block("text", "é".encode(), ([0, 2], [1.0, 2.0], None), 400)
         pool.add_block("text", b"new", ([5], [1.0], None), 400)
 
-    def lists(pool: writer_module.TermPool, field: str) -> list[tuple[bytes, list[int], list[float]]]:
+    def lists(pool: pool_module.TermPool, field: str) -> list[tuple[bytes, list[int], list[float]]]:
         return [(text, list(p.docs), list(p.weights)) for text, p in pool.sorted_terms(field)]
 
-    assert gathered.fields == ["path", "text"]
-    for field in ("text", "path"):
+    assert gathered.fields == ["path", "text", "type"]
+    for field in ("text", "path", "type"):
         ours = lists(gathered, field)
         assert ours == lists(reference, field)
         assert [text for text, _, _ in ours] == sorted(text for text, _, _ in ours)
         assert all(docs == sorted(docs) for _, docs, _ in ours)
+
+
+def test_a_document_with_an_unknown_field_is_refused_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Whoosh's contract: the field is named; no posting or stored field of the refused document is written."""
+    ix = whoosh_index.create_in(str(tmp_path), make_schema())
+    writer = open_writer(ix)
+    with pytest.raises(UnknownFieldError, match="colour"):
+        writer.add_document(path="/r/diary/2026-01-10.md", text="persimmon", realm="user", colour="red")
+    add_file(writer, record("diary/2026-01-10.md"), [entry("quince jam")])
+    writer.commit()
+    with open_whoosh(tmp_path).searcher() as searcher:
+        assert searcher.doc_count() == 2  # the file's record and its entry
+        assert list(searcher.lexicon("text")) == [b"jam", b"quinc"]
+        assert [doc.get("realm") for doc in searcher.documents() if "text" in doc] == ["user"]
 
 
 def test_stored_fields_are_written_as_their_bytes_and_read_back_by_whoosh(tmp_path: Path) -> None:
@@ -1050,6 +1086,17 @@ def test_stored_fields_are_written_as_their_bytes_and_read_back_by_whoosh(tmp_pa
     assert text.encode() in written
     with open_whoosh(tmp_path).searcher() as searcher:
         assert [doc["text"] for doc in searcher.documents() if "text" in doc] == [text]
+
+
+@pytest.mark.parametrize("size", [0, 1, 300, 16_000, 65_535, 65_536, 200_000])
+def test_stored_values_are_zlib_streams_of_stored_blocks(size: int) -> None:
+    """What zlib's level 0 makes (byte for byte while zlib keeps one block), read back by zlib at any size."""
+    data = random.Random(size).randbytes(size)
+    stream = writer_module.stored_zlib(data)
+    assert zlib.decompress(stream) == data
+    assert len(stream) == len(data) + 6 + 5 * max(1, -(-size // writer_module.STORED_BLOCK))
+    if size <= 300:
+        assert stream == zlib.compress(data, 0)
 
 
 def test_select_by_fingerprint_checks_the_whole_fingerprint(index: Index, settle: Settle) -> None:

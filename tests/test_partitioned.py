@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
+import pickle
 import random
 import threading
 from collections.abc import Iterator
@@ -11,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from whoosh import index as whoosh_index
 
 from braind.errors import InvalidParams
-from braind.index import rebuilding
+from braind.index import analysis, rebuilding
 from braind.index.api import FileRecord
 from braind.index.partitioned import PartitionedIndex
 from braind.index.rebuilding import OTHER, partition_key
@@ -151,6 +154,34 @@ def test_a_year_read_in_pickled_chunks_is_built_whole_and_in_order(
         ]
     finally:
         ix.close()
+
+
+def test_a_worker_builds_with_the_collector_paused_and_turns_it_back_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job a worker process runs: the collector paused for the build, on again after it, also after a failure."""
+    record, entries = day_file("2025-03-01", "medlar morning", "medlar evening")
+    chunk = pickle.dumps([(record, tuple(entries))])
+    build, collecting = rebuilding.build_directory, []
+
+    def observed(directory: Path, files: Any, languages: tuple[str, ...]) -> int:
+        collecting.append(gc.isenabled())
+        return build(directory, files, languages)
+
+    monkeypatch.setattr(rebuilding, "build_directory", observed)
+    collecting_before = gc.isenabled()
+    try:
+        (tmp_path / "ix").mkdir()
+        assert rebuilding._build_job(str(tmp_path / "ix"), [chunk], analysis.DEFAULT_LANGUAGES) == 2
+        assert gc.isenabled()
+        with pytest.raises(FileNotFoundError):  # a build that fails (no directory to build in)
+            rebuilding._build_job(str(tmp_path / "missing"), [chunk], analysis.DEFAULT_LANGUAGES)
+        assert gc.isenabled()
+        assert collecting == [False, False]
+    finally:
+        gc.enable() if collecting_before else gc.disable()
+    with whoosh_index.open_dir(str(tmp_path / "ix")).searcher() as searcher:
+        assert sorted(doc.get("text", "") for doc in searcher.documents()) == ["", "medlar evening", "medlar morning"]
 
 
 def test_a_month_handed_to_a_worker_still_gets_files_that_arrive_late(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import pickle
@@ -216,5 +217,13 @@ def _unpacked(chunks: list[bytes]) -> list[tuple[FileRecord, tuple[Entry, ...]]]
 
 
 def _build_job(directory: str, chunks: list[bytes], languages: tuple[str, ...]) -> int:
-    """Worker-process entry point: build one partition directory."""
-    return build_directory(Path(directory), _unpacked(chunks), languages)
+    """Worker-process entry point: build one partition directory, with the cyclic garbage collector paused.
+
+    A build makes millions of objects that live until its commit and no cycles worth collecting meanwhile:
+    the collector's passes over them took a seventh of a worker's time. It runs again once the build is done.
+    """
+    gc.disable()
+    try:
+        return build_directory(Path(directory), _unpacked(chunks), languages)
+    finally:
+        gc.enable()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -129,8 +130,12 @@ def to_entry(stored: dict[str, Any]) -> Entry:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def file_key(path: str) -> int:
-    """A number naming a file, the same in every segment and process (a hash, not Python's salted one)."""
+    """A number naming a file, the same in every segment and process (a hash, not Python's salted one).
+
+    Kept for the last files asked about: a file's entries are indexed one after another, each asking.
+    """
     return int.from_bytes(hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=8).digest()) >> 2
 
 

@@ -1,23 +1,22 @@
-"""How the index writes Whoosh segments: postings gathered in arrays as documents arrive, each list written whole.
+"""How the index writes Whoosh segments: a term pool's lists (see `pool.py`) each written whole.
 
-Whoosh's own writer makes a tuple per posting, sorts them all at commit and
-hands them to its codec one by one; the codec compresses every block and
-every document's stored fields with zlib, and its inlining of short posting
-lists calls a method its term info lacks, so nothing is ever inlined. Here a
-document's terms are appended to a field's arrays and grouped by term with
-one sort at the commit, lists shorter than INLINE_LIMIT are kept in the term
-index itself, the others are written in uncompressed blocks, and stored
-fields are not compressed. The files are Whoosh's W3 format: its readers
-open them unchanged.
+Whoosh's own writer hands postings to its codec one by one; the codec
+compresses every block and every document's stored fields with zlib, and
+its inlining of short posting lists calls a method its term info lacks, so
+nothing is ever inlined. Here each term's list is written at once, lists
+shorter than INLINE_LIMIT are kept in the term index itself, the others are
+written in uncompressed blocks, and stored fields are not compressed. The
+files are Whoosh's W3 format: its readers open them unchanged.
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
+import zlib
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
@@ -33,216 +32,35 @@ from whoosh.codec.whoosh3 import (
     W3TermInfo,
     W3TermsReader,
 )
-from whoosh.columns import CompressedBytesColumn, NumericColumn, PickleColumn, TranslatingColumnReader
+from whoosh.columns import (
+    CompressedBytesColumn,
+    NumericColumn,
+    PickleColumn,
+    TranslatingColumnReader,
+    VarBytesColumn,
+)
 from whoosh.fields import FieldType, Schema, UnknownFieldError
 from whoosh.filedb.filetables import OrderedHashReader
 from whoosh.formats import Existence, Format
-from whoosh.system import pack_ushort, unpack_ushort
+from whoosh.system import pack_int, pack_ushort, unpack_ushort
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
 from braind.index.whoosh import compat
 from braind.index.whoosh.analyzer import Counts
+from braind.index.whoosh.pool import Block, Postings, TermPool
 
 INLINE_LIMIT = 16  # most words of a diary occur in a handful of entries
 BLOCK_LIMIT = 1024  # postings per block: recall decodes whole lists, and fewer blocks cost less each
 BLOCK_PICKLE = 4  # from protocol 3 on, an array is pickled as its bytes; Whoosh's protocol 2 lists its numbers
-SMALL_RUNS = 4096  # postings up to which a field's arrivals are grouped in Python: NumPy pays off past some 30,000
-STORED_LEVEL = 0  # zlib level of stored fields: 0 keeps the bytes as they are, in a stream Whoosh's readers read
+INLINE_PICKLE = 4  # protocol 2 pickles each empty value of an inlined list as a call to bytes(): 2.7 µs, not 0.4
+STORED_BLOCK = 65535  # the most bytes a stored deflate block holds
 STORED_PICKLE = 4  # protocol of stored fields: a short string's length in one byte, not four as in Whoosh's 2
 
 
-# (field, term bytes, document, weight, value): a posting as Whoosh's merges hand it over.
-Posting = tuple[str, bytes, int, float, "bytes | None"]
-# A block of a posting list: document numbers, weights, and values (None for a format without them).
-Block = tuple[Sequence[int], Sequence[float], "Sequence[bytes | None] | None"]
-
-
-class Postings:
-    """One term's postings in document order: numbers, weights, and values when the format has them."""
-
-    __slots__ = ("docs", "values", "weights")
-
-    def __init__(self) -> None:
-        self.docs = array("I")
-        self.weights = array("f")
-        self.values: list[bytes] = []
-
-
-class Arrivals:
-    """A field's postings as documents arrive, before they are grouped by term: three arrays, a posting a row.
-
-    Appending a document's terms to these is a few calls in C; grouping them by term once, at the commit,
-    is a sort. Keeping a list per term instead cost a dictionary lookup and two appends per posting.
-    """
-
-    __slots__ = ("docs", "numbers", "terms", "weights")
-
-    def __init__(self) -> None:
-        self.numbers: dict[str, int] = {}  # each term's number, in order of arrival
-        self.terms = array("I")
-        self.docs = array("I")
-        self.weights = array("f")
-
-    def add(self, docnum: int, weights: dict[str, float] | dict[str, int]) -> None:
-        """One document's terms with their weights."""
-        numbers = self.numbers
-        self.terms.extend([numbers.setdefault(word, len(numbers)) for word in weights])
-        self.docs.extend(repeat(docnum, len(weights)))
-        self.weights.extend(weights.values())
-
-    def runs(self) -> Iterator[tuple[bytes, Postings]]:
-        """Each term in order with its postings in document order (the order they arrived in)."""
-        if len(self.docs) <= SMALL_RUNS:
-            yield from self._small_runs()
-            return
-        names = sorted(self.numbers)  # code point order, which is the order of their UTF-8 bytes
-        ranks = np.empty(len(names), dtype=np.uint32)
-        ranks[[self.numbers[name] for name in names]] = np.arange(len(names), dtype=np.uint32)
-        keys = ranks[np.frombuffer(self.terms, dtype=np.uint32)]
-        order = np.argsort(keys, kind="stable")
-        keys = keys[order]
-        docs = memoryview(np.frombuffer(self.docs, dtype=np.uint32)[order].tobytes())
-        weights = memoryview(np.frombuffer(self.weights, dtype=np.float32)[order].tobytes())
-        bounds = [0, *(np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist(), len(keys)]
-        for name, start, end in zip(names, bounds[:-1], bounds[1:], strict=True):  # a run for each term
-            postings = Postings()
-            postings.docs.frombytes(docs[4 * start : 4 * end])
-            postings.weights.frombytes(weights[4 * start : 4 * end])
-            yield name.encode("utf-8"), postings
-
-    def _small_runs(self) -> Iterator[tuple[bytes, Postings]]:
-        """runs() for a few postings (a note's commit), where NumPy's fixed costs would outweigh the sort."""
-        lists = [Postings() for _ in self.numbers]
-        for number, doc, weight in zip(self.terms, self.docs, self.weights, strict=True):
-            lists[number].docs.append(doc)
-            lists[number].weights.append(weight)
-        for name, number in sorted(self.numbers.items()):
-            yield name.encode("utf-8"), lists[number]
-
-
-class TermPool:
-    """A segment's postings by field and term, in memory: compact arrays instead of a tuple per posting."""
-
-    def __init__(self) -> None:
-        self._fields: dict[str, dict[bytes, Postings]] = {}
-        self._arrivals: dict[str, Arrivals] = {}  # postings without values, not yet grouped by term
-        self.unsorted: set[tuple[str, bytes]] = set()  # terms that got a posting out of document order
-
-    @property
-    def fields(self) -> list[str]:
-        """The names of the fields that have postings."""
-        return sorted(self._fields.keys() | self._arrivals.keys())
-
-    def terms(self, fieldname: str) -> dict[bytes, Postings]:
-        """The postings of one field by term."""
-        if fieldname in self._arrivals:
-            self._group(fieldname)
-        found = self._fields.get(fieldname)
-        return found if found is not None else self._fields.setdefault(fieldname, {})
-
-    def _group(self, fieldname: str) -> None:
-        """Move a field's arrived postings into its lists by term."""
-        terms = self._fields.setdefault(fieldname, {})
-        for text, arrived in self._arrivals.pop(fieldname).runs():
-            postings = terms.get(text)
-            if postings is None:
-                terms[text] = arrived
-                continue
-            if postings.docs[-1] >= arrived.docs[0]:
-                self.unsorted.add((fieldname, text))
-            postings.docs.extend(arrived.docs)
-            postings.weights.extend(arrived.weights)
-
-    def add_weights(self, fieldname: str, docnum: int, weights: dict[str, float] | dict[str, int]) -> None:
-        """Add a document's terms of a field whose format has no values, each with its weight."""
-        arrivals = self._arrivals.get(fieldname)
-        if arrivals is None:
-            arrivals = self._arrivals[fieldname] = Arrivals()
-        arrivals.add(docnum, weights)
-
-    def add_term(self, terms: dict[bytes, Postings], text: bytes, docnum: int, weight: float) -> Postings:
-        """Add a posting without a value."""
-        postings = terms.get(text)
-        if postings is None:
-            postings = terms[text] = Postings()
-        postings.docs.append(docnum)
-        postings.weights.append(weight)
-        return postings
-
-    def add_terms(self, fieldname: str, docnum: int, items: Iterable[tuple[str, int, float, bytes]]) -> int:
-        """Add a document's (term, frequency, weight, value) items for a field; the sum of frequencies."""
-        terms, length = self.terms(fieldname), 0
-        for word, frequency, weight, value in items:  # add_term() inlined: this runs for every posting
-            text = word.encode("utf-8")
-            postings = terms.get(text)
-            if postings is None:
-                postings = terms[text] = Postings()
-            postings.docs.append(docnum)
-            postings.weights.append(weight)
-            if value:
-                postings.values.append(value)
-            length += frequency
-        return length
-
-    def add(self, item: Posting) -> None:
-        """One posting of a merged segment (Whoosh's pool interface)."""
-        fieldname, text, docnum, weight, value = item
-        terms = self.terms(fieldname)
-        known = terms.get(text)
-        if known is not None and known.docs[-1] >= docnum:
-            self.unsorted.add((fieldname, text))
-        postings = self.add_term(terms, text, docnum, weight)
-        if value:
-            postings.values.append(value)
-
-    def add_block(self, fieldname: str, text: bytes, block: Block, docmap: Any) -> None:
-        """A block of a merged segment's postings: renumbered by `docmap`, deleted documents left out."""
-        docs, weights, values = block
-        kept: Sequence[int]
-        if isinstance(docmap, int):  # no deletions: numbers shift by the segment's first document
-            kept = range(len(docs))
-            renumbered = [docmap + doc for doc in docs]
-        else:
-            kept = [i for i, doc in enumerate(docs) if doc in docmap]
-            renumbered = [docmap[docs[i]] for i in kept]
-        if not renumbered:
-            return
-        terms = self.terms(fieldname)
-        postings = terms.get(text)
-        if postings is None:
-            postings = terms[text] = Postings()
-        elif postings.docs[-1] >= renumbered[0]:
-            self.unsorted.add((fieldname, text))
-        postings.docs.extend(renumbered)
-        postings.weights.extend([weights[i] for i in kept])
-        if values is not None:
-            postings.values.extend(value for i in kept if (value := values[i]))
-
-    def sorted_terms(self, fieldname: str) -> list[tuple[bytes, Postings]]:
-        """A field's terms in order, each with its postings in document order."""
-        if fieldname not in self._fields and fieldname in self._arrivals:
-            return list(self._arrivals.pop(fieldname).runs())
-        terms = self.terms(fieldname)
-        if not self.unsorted:
-            return sorted(terms.items())
-        return [(text, self._in_order(fieldname, text, terms[text])) for text in sorted(terms)]
-
-    def _in_order(self, fieldname: str, text: bytes, postings: Postings) -> Postings:
-        """The postings sorted by document, for a term whose postings arrived out of order."""
-        if (fieldname, text) not in self.unsorted:
-            return postings
-        order = sorted(range(len(postings.docs)), key=postings.docs.__getitem__)
-        ordered = Postings()
-        ordered.docs.extend(postings.docs[i] for i in order)
-        ordered.weights.extend(postings.weights[i] for i in order)
-        if postings.values:  # a format with values gives every posting one
-            ordered.values.extend(postings.values[i] for i in order)
-        return ordered
-
-    def cleanup(self) -> None:
-        """Forget everything (Whoosh's pool interface)."""
-        self._fields, self._arrivals, self.unsorted = {}, {}, set()
+ZLIB_HEADER = b"\x78\x01"  # deflate with a 32 KB window, no dictionary, the check bits zlib's level 0 writes
+STORED_HEADER = struct.Struct("<BHH")  # a stored block: final flag and type 0, its length, its length's complement
+ADLER32 = struct.Struct(">I")
 
 
 class PostingsWriter(W3PostingsWriter):
@@ -254,20 +72,28 @@ class PostingsWriter(W3PostingsWriter):
     them as the sequences they expect.
     """
 
+    _position: int | None = None  # where the next block goes, once asked of the file
+
     def _write_block(self, last: bool = False) -> None:
-        """Whoosh's block writer, the block's data pickled with BLOCK_PICKLE: length, info, data."""
-        if not self._blockcount:
-            self._postfile.write(WHOOSH3_HEADER_MAGIC)
+        """Whoosh's block writer, the block's data pickled with BLOCK_PICKLE: length, info, data, in one write."""
         self._terminfo.add_block(self)
         data = pickle.dumps((self._mini_ids(), self._mini_weights(), self._mini_values()), BLOCK_PICKLE)
         lengths = length_to_byte(self._minlength), length_to_byte(self._maxlength)
         info = pickle.dumps((len(self._ids), self._ids[-1], self._maxweight, 0, *lengths), 2)
         size = len(info) + len(data)
-        self._postfile.write_int(-size if last else size)  # negative: the last block
-        self._postfile.write(info)
-        self._postfile.write(data)
+        head = b"" if self._blockcount else WHOOSH3_HEADER_MAGIC  # a list's first block follows the magic
+        block = b"".join((head, pack_int(-size if last else size), info, data))  # negative: the last block
+        self._postfile.write(block)
+        if self._position is not None:
+            self._position += len(block)
         self._blockcount += 1
         self._new_block()
+
+    def _tell(self) -> int:
+        """Where the next block goes: asked of the file once, then counted (a file's tell() is a system call)."""
+        if self._position is None:
+            self._position = self._postfile.tell()
+        return self._position
 
     def _mini_ids(self) -> Any:
         """The block's document numbers, delta-encoded (each block starts from 0), as an array."""
@@ -293,16 +119,16 @@ class PostingsWriter(W3PostingsWriter):
         """Write a posting list in blocks; its term info."""
         self._format, self._terminfo, self._blockcount = format_, W3TermInfo(), 0
         docs, weights, values = postings.docs, postings.weights, postings.values
-        start = self._postfile.tell()
+        start = self._tell()
         for first in range(0, len(docs), self._blocklimit):
             end = first + self._blocklimit
             self._fill(docs[first:end], weights[first:end], values[first:end])
             self._write_block(last=end >= len(docs))
         terminfo, self._terminfo = self._terminfo, None
-        terminfo.set_extent(start, self._postfile.tell() - start)
+        terminfo.set_extent(start, self._tell() - start)
         return terminfo
 
-    def _fill(self, docs: array[int], weights: array[float], values: list[bytes]) -> None:
+    def _fill(self, docs: Sequence[int], weights: Sequence[float], values: list[bytes]) -> None:
         """Make a block of postings current, with the statistics add_posting() would have kept."""
         self._ids, self._weights, self._values = docs, weights, values
         self._maxweight = max(weights, default=0)
@@ -323,11 +149,11 @@ class PostingsWriter(W3PostingsWriter):
 
 
 def _inlined(postings: Postings) -> bytes:
-    """The term info of a short list holding its postings: the bytes W3TermInfo makes, without its objects."""
+    """The term info of a short list holding its postings, as W3TermInfo reads it, without its objects."""
     docs, weights = postings.docs, postings.weights
     values = tuple(postings.values) or (b"",) * len(docs)  # every posting gets a value, as readers expect
     flags = compat.TERM_INFO.pack(True, sum(weights), len(docs), 0, 0, max(max(weights), 0), docs[0], docs[-1])
-    return cast(bytes, flags) + pickle.dumps((tuple(docs), tuple(weights), values), 2)
+    return cast(bytes, flags) + pickle.dumps((tuple(docs), tuple(weights), values), INLINE_PICKLE)
 
 
 class FieldWriter(W3FieldWriter):
@@ -360,11 +186,40 @@ class FieldWriter(W3FieldWriter):
         tindex.lastkey = last
 
 
+def stored_zlib(data: bytes) -> bytes:
+    """`data` as a zlib stream of stored deflate blocks, what zlib's level 0 makes, without zlib's per-call state.
+
+    zlib.compress() sets up a compressor of some 256 KB for each call, even at level 0: for an entry's few
+    hundred bytes that was most of the cost. A stream of stored blocks is a two-byte header, each block's
+    length and its complement before its bytes, and the Adler-32 checksum.
+    """
+    view = memoryview(data)
+    parts: list[bytes | memoryview] = [ZLIB_HEADER]
+    for start in range(0, len(data), STORED_BLOCK):
+        chunk = view[start : start + STORED_BLOCK]
+        parts += [STORED_HEADER.pack(start + STORED_BLOCK >= len(data), len(chunk), len(chunk) ^ 0xFFFF), chunk]
+    if not data:
+        parts.append(STORED_HEADER.pack(True, 0, 0xFFFF))
+    parts.append(ADLER32.pack(zlib.adler32(data)))
+    return b"".join(parts)
+
+
+class StoredBytesColumn(CompressedBytesColumn):
+    """Whoosh's column of zlib-compressed bytes, written as stored blocks (see stored_zlib); read by Whoosh's."""
+
+    class Writer(CompressedBytesColumn.Writer):
+        """Each value as a stream of stored blocks."""
+
+        def add(self, docnum: int, v: bytes) -> None:
+            """Add one document's value."""
+            VarBytesColumn.Writer.add(self, docnum, stored_zlib(v))
+
+
 class StoredColumn(PickleColumn):
-    """Whoosh's column of stored fields, pickled with STORED_PICKLE and kept at zlib level STORED_LEVEL."""
+    """Whoosh's column of stored fields, pickled with STORED_PICKLE and not compressed (a StoredBytesColumn)."""
 
     def __init__(self) -> None:
-        super().__init__(CompressedBytesColumn(level=STORED_LEVEL))
+        super().__init__(StoredBytesColumn(level=0))
 
     class Writer(PickleColumn.Writer):
         """Whoosh's writer of pickled values, with a newer protocol (its readers read any)."""
@@ -384,6 +239,19 @@ class PerDocWriter(W3PerDocWriter):
     def _create_column(self, fieldname: str, column: Any) -> None:
         """Whoosh's, with the stored fields' column a StoredColumn."""
         super()._create_column(fieldname, StoredColumn() if fieldname == "_stored" else column)
+
+    @property
+    def stored_fields(self) -> dict[str, Any]:
+        """The current document's stored fields, which add_field() fills (for fields only stored, directly)."""
+        return cast("dict[str, Any]", self._storedfields)
+
+    def add_column_value(self, fieldname: str, column: Any, value: Any) -> None:
+        """Whoosh's, with one lookup of the column's writer instead of a check and a lookup: it runs per field."""
+        writer = self._colwriters.get(fieldname)
+        if writer is None:
+            self._create_column(fieldname, column)
+            writer = self._colwriters[fieldname]
+        writer.add(self._docnum, value)
 
 
 class Codec(W3Codec):
@@ -427,6 +295,7 @@ class _Plan:
     scorable: bool
     stored: bool
     column: Any
+    only_stored: bool  # neither indexed nor a column: the value is only kept with the document
 
 
 def _plan(field: FieldType) -> _Plan:
@@ -436,7 +305,8 @@ def _plan(field: FieldType) -> _Plan:
     whole = field.indexed and type(field.analyzer) is IDTokenizer and type(field.format) is Existence
     weight = field.format.field_boost if field.indexed else 1.0
     counted = field.indexed and isinstance(field.format, Counts)
-    return _Plan(field, whole, counted, weight, field.scorable, field.stored, field.column_type)
+    only_stored = field.stored and not field.indexed and not field.column_type
+    return _Plan(field, whole, counted, weight, field.scorable, field.stored, field.column_type, only_stored)
 
 
 class Writer(SegmentWriter):
@@ -450,13 +320,19 @@ class Writer(SegmentWriter):
     def add_document(self, **fields: Any) -> None:
         """Add one document: its postings to the pool, its stored fields and columns to the segment."""
         self._check_state()
-        unknown = [name for name in fields if name not in self._plans]
-        if unknown:
-            raise UnknownFieldError(f"No field named {unknown[0]!r} in {self.schema}")
+        plans = self._plans
+        if not plans.keys() >= fields.keys():
+            unknown = next(name for name in fields if name not in plans)
+            raise UnknownFieldError(f"No field named {unknown!r} in {self.schema}")
         self.perdocwriter.start_doc(self.docnum)
+        stored = self.perdocwriter.stored_fields
         try:
             for name, value in fields.items():
-                if value is not None:
+                if value is None:
+                    continue
+                if plans[name].only_stored:  # most fields of an entry: a call less each
+                    stored[name] = value
+                else:
                     self._add_field(name, value)
         except Exception:
             self.perdocwriter.cancel_doc()
@@ -470,11 +346,12 @@ class Writer(SegmentWriter):
         plan, docnum = self._plans[name], self.docnum
         length = 0
         if plan.whole and isinstance(value, str):
-            self.pool.add_weights(name, docnum, {value: plan.weight})
+            self.pool.arrivals(name).add_one(docnum, value, plan.weight)
         elif plan.counted:
             counts = plan.field.format.term_counts(value, plan.field.analyzer)
             weight = plan.weight
-            self.pool.add_weights(name, docnum, counts if weight == 1.0 else {w: n * weight for w, n in counts.items()})
+            weighted = counts if weight == 1.0 else {word: count * weight for word, count in counts.items()}
+            self.pool.arrivals(name).add(docnum, weighted)
             length = sum(counts.values())
         elif plan.field.indexed:
             words = plan.field.format.word_values(value, plan.field.analyzer, mode="index")
