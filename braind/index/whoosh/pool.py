@@ -32,7 +32,9 @@ class Postings:
 
     __slots__ = ("docs", "values", "weights")
 
-    def __init__(self, docs: array[int] | list[int] | None = None, weights: array[float] | list[float] | None = None):
+    def __init__(
+        self, docs: array[int] | list[int] | None = None, weights: array[float] | list[float] | None = None
+    ) -> None:
         self.docs: array[int] | list[int] = array("I") if docs is None else docs
         self.weights: array[float] | list[float] = array("f") if weights is None else weights
         self.values: list[bytes] = []
