@@ -6,8 +6,9 @@ writer. Those reads reach names Whoosh does not publish: each is one small funct
 that nothing else in braind depends on Whoosh's internals.
 
 The writer (`braind.index.whoosh.writer`) subclasses `W3PostingsWriter`, `W3FieldWriter`,
-`W3Codec` and `SegmentWriter` and works with the fields their constructors set up (the posting
-file, the term table, the block buffers and limits). That is why the installed Whoosh must be
+`W3PerDocWriter`, `W3Codec`, `SegmentWriter` and the stored fields' column writers, and works
+with the fields their constructors set up (the posting file, the term table, the block buffers
+and limits, the column writers and the current document's stored fields). That is why the installed Whoosh must be
 the one braind was tested with (`check_version`), and why the index manifest records the
 version: an index written under another one is rebuilt. The test suite checks the segments
 braind writes against Whoosh's own writer and searcher.

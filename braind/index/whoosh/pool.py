@@ -27,7 +27,7 @@ Block = tuple[Sequence[int], Sequence[float], "Sequence[bytes | None] | None"]
 class Postings:
     """One term's postings in document order: numbers, weights, and values when the format has them.
 
-    Lists that may still grow (a merge's) are arrays; a list written as it is may be a Python list.
+    Lists that may still grow (a merge's) are arrays; a list written as it is may be slices of Python lists.
     """
 
     __slots__ = ("docs", "values", "weights")
@@ -77,23 +77,11 @@ class Arrivals:
         self.weights.append(weight)
 
     def runs(self) -> Iterator[tuple[bytes, Postings]]:
-        """Each term in order with its postings in document order (the order they arrived in), as arrays."""
-        if len(self.docs) <= SMALL_RUNS:
-            yield from self._small_runs()
-            return
-        names, bounds, docs, weights = self._sorted()
-        docs_bytes, weights_bytes = memoryview(docs.tobytes()), memoryview(weights.tobytes())
-        for name, start, end in zip(names, bounds[:-1], bounds[1:], strict=True):  # a run for each term
-            run_docs, run_weights = array("I"), array("f")
-            run_docs.frombytes(docs_bytes[4 * start : 4 * end])
-            run_weights.frombytes(weights_bytes[4 * start : 4 * end])
-            yield name.encode("utf-8"), Postings(run_docs, run_weights)
+        """Each term in order with its postings in document order (the order they arrived in).
 
-    def final_runs(self) -> Iterator[tuple[bytes, Postings]]:
-        """runs() for lists written as they are: slices of lists of numbers, cheaper than an array each.
-
-        The numbers become Python lists RUNS_BATCH postings at a time, not all at once: a year's
-        postings as Python numbers would take several times their arrays' memory.
+        A term's list is a slice of Python lists, cheaper to make than an array each; the numbers become
+        lists RUNS_BATCH postings at a time, not all at once: a year's postings as Python numbers would take
+        several times their arrays' memory.
         """
         if len(self.docs) <= SMALL_RUNS:
             yield from self._small_runs()
@@ -152,12 +140,12 @@ class TermPool:
         return found if found is not None else self._fields.setdefault(fieldname, {})
 
     def _group(self, fieldname: str) -> None:
-        """Move a field's arrived postings into its lists by term."""
+        """Move a field's arrived postings into its lists by term, as arrays: a merge's blocks join them."""
         terms = self._fields.setdefault(fieldname, {})
         for text, arrived in self._arrivals.pop(fieldname).runs():
             postings = terms.get(text)
             if postings is None:
-                terms[text] = arrived
+                terms[text] = Postings(array("I", arrived.docs), array("f", arrived.weights))
                 continue
             if postings.docs[-1] >= arrived.docs[0]:
                 self.unsorted.add((fieldname, text))
@@ -232,7 +220,7 @@ class TermPool:
     def sorted_terms(self, fieldname: str) -> Iterator[tuple[bytes, Postings]]:
         """A field's terms in order, each with its postings in document order."""
         if fieldname not in self._fields and fieldname in self._arrivals:
-            return self._arrivals.pop(fieldname).final_runs()
+            return self._arrivals.pop(fieldname).runs()
         terms = self.terms(fieldname)
         if not self.unsorted:
             return iter(sorted(terms.items()))

@@ -195,11 +195,9 @@ def stored_zlib(data: bytes) -> bytes:
     """
     view = memoryview(data)
     parts: list[bytes | memoryview] = [ZLIB_HEADER]
-    for start in range(0, len(data), STORED_BLOCK):
+    for start in range(0, max(len(data), 1), STORED_BLOCK):  # no data: one empty final block
         chunk = view[start : start + STORED_BLOCK]
         parts += [STORED_HEADER.pack(start + STORED_BLOCK >= len(data), len(chunk), len(chunk) ^ 0xFFFF), chunk]
-    if not data:
-        parts.append(STORED_HEADER.pack(True, 0, 0xFFFF))
     parts.append(ADLER32.pack(zlib.adler32(data)))
     return b"".join(parts)
 
