@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braind.index import analysis
+from braind.index import analysis, ranking
 from braind.index.whoosh import analyzer
 
 EN = analysis.language()
@@ -216,3 +216,27 @@ def test_term_counts_are_what_the_tokenizer_makes(text: str) -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
 def test_ascii_text_splits_into_the_words_a_regular_expression_finds(text: str) -> None:
     assert analysis.split(text) == (re.findall(r"\w+", text.lower(), re.ASCII), [])
+
+
+_WORDS = ["deploy", "deployed", "redeploy", "tea", "teas", "oolong", "乌龙茶", "乌龙", "龙茶", "茶", "データ", "the"]
+
+
+def _counts_in(text: str, term: analysis.Term) -> bool:
+    """Whether the word counts in the text's statistics, as the index scores it."""
+    stats = ranking.fresh_stats(EN, [text], term)
+    return bool(stats.exact or stats.longer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from(_WORDS), max_size=6).map(" ".join), max_size=12),
+    st.lists(st.sampled_from([*_WORDS, "乌龙茶饮料", "龙乌"]), min_size=1, max_size=4).map(" ".join),
+)
+def test_a_text_set_finds_the_texts_each_query_word_holds_or_can_score_in(texts: list[str], query: str) -> None:
+    """What one search over many texts says of each text is what a look at that text says."""
+    found = analysis.TextSet(EN, texts)
+    for term in EN.query(query).terms:
+        holding, scoring = found.holding(term), found.scoring(term)
+        assert holding == {t for t in texts if EN.holds(t, term)}, term
+        counting = {t for t in texts if _counts_in(t, term)}
+        assert holding <= scoring and counting <= scoring, term  # a CJK run scores where its pairs lie apart

@@ -21,6 +21,7 @@ index, for entries that are not committed yet and for typed memory.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import threading
@@ -268,6 +269,53 @@ class Language:
             return 0
         words = _terms_cache(self, text)[0] + "\n"
         return sum(f"\n{first}\n{second}\n" in words for first, second in pairs)
+
+
+class TextSet:
+    """Many texts searched for a query word at once: one search in C over all their stems, not one a text.
+
+    The texts' stems (and their CJK runs) are joined with NULs, which no query word holds, so a match
+    never spans two texts; a match's offset tells its text.
+    """
+
+    def __init__(self, language: Language, texts: Iterable[str]) -> None:
+        self.texts = list(dict.fromkeys(texts))
+        pairs = [_terms_cache(language, text) for text in self.texts]
+        self._words, self._word_starts = _joined(w for w, _ in pairs)
+        self._runs, self._run_starts = _joined(r for _, r in pairs)
+
+    def holding(self, term: Term) -> set[str]:
+        """The texts that hold a query word, as Language.holds says."""
+        if term.cjk:
+            return self._found(self._runs, self._run_starts, term.keys[:1])
+        return self._found(self._words, self._word_starts, tuple("\n" + key for key in term.keys))
+
+    def scoring(self, term: Term) -> set[str]:
+        """The texts a query word can give a score: those holding it, and for a CJK run its first pair."""
+        if term.cjk and len(term.keys[0]) > 2:
+            return self._found(self._runs, self._run_starts, (term.keys[0][:2],))
+        return self.holding(term)
+
+    def _found(self, joined: str, starts: list[int], needles: Sequence[str]) -> set[str]:
+        """The texts in which any of the needles occurs."""
+        found: set[str] = set()
+        for needle in needles:
+            at = joined.find(needle)
+            while at != -1:
+                i = bisect.bisect_right(starts, at) - 1
+                found.add(self.texts[i])
+                at = joined.find(needle, starts[i + 1]) if i + 1 < len(starts) else -1
+        return found
+
+
+def _joined(parts: Iterable[str]) -> tuple[str, list[int]]:
+    """Strings joined by NULs, and where each begins."""
+    starts, at, kept = [], 0, []
+    for part in parts:
+        starts.append(at)
+        kept.append(part)
+        at += len(part) + 1
+    return "\0".join(kept), starts
 
 
 @lru_cache(maxsize=4096)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from braind.index.analysis import Language, Query, Term, bigrams
+from braind.index.analysis import Language, Query, Term, TextSet, bigrams
 from braind.model.entries import Entry
 
 Postings = tuple[np.ndarray, np.ndarray]  # sorted distinct document numbers, and a weight for each
@@ -318,18 +318,28 @@ class FreshScorer:
 
     An entry's context is the texts of the entries around it with their weights, so most texts of a
     run of appended entries are weighed four times over; `norm` is the partition's average text length.
+    Which texts hold which query word is found for all of them at once (`texts`): an entry that holds
+    none is passed over, and a text that can score for none weighs nothing, without a look at its words.
     """
 
-    def __init__(self, language: Language, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float) -> None:
+    def __init__(
+        self, language: Language, terms: Sequence[Term], weights: Sequence[TermWeights], norm: float, texts: TextSet
+    ) -> None:
         self._language, self._terms, self._weights, self._norm = language, terms, weights, norm
         self._scores: dict[str, float] = {}
+        self._holding = [texts.holding(term) for term in terms]
+        self._scoring: set[str] = set().union(*(texts.scoring(term) for term in terms))
 
     def entry(self, text: str, context: Sequence[tuple[float, str]]) -> tuple[float, int]:
-        """An entry's score with its context's, and how many query words it holds."""
+        """An entry's score with its context's, and how many query words it holds (0 and 0 when it holds none)."""
+        held = sum(text in holding for holding in self._holding)
+        if not held:
+            return 0.0, 0
         total = self._text(text)
         for weight, other in context:
-            total += weight * self._text(other)
-        return total, sum(self._language.holds(text, term) for term in self._terms)
+            if other in self._scoring:
+                total += weight * self._text(other)
+        return total, held
 
     def _text(self, text: str) -> float:
         """BM25 of a text's own words, weighed once."""
@@ -354,10 +364,15 @@ def _text_score(
     return total * coordination(held, len(terms)) if held else total
 
 
-def fresh_stats(language: Language, texts: Sequence[str], term: Term) -> Stats:
-    """A word's statistics among uncommitted entries, counted as their documents will count it."""
+def fresh_stats(language: Language, texts: Sequence[str], term: Term, scoring: set[str] | None = None) -> Stats:
+    """A word's statistics among uncommitted entries, counted as their documents will count it.
+
+    `scoring`, when given, holds every text that can count (TextSet.scoring): the others are not looked at.
+    """
     exact = longer = 0
     for text in texts:
+        if scoring is not None and text not in scoring:
+            continue
         frequencies = _frequencies(language, text, language.cached_counts(text), term)
         exact, longer = exact + (frequencies[0] > 0), longer + (frequencies[1] > 0)
     return Stats(len(texts), exact, longer)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ class Unsearched:
     counted: list[str]  # the texts of those the searcher's statistics do not count yet
     replaced: list[str]  # committed files the overlay replaces
     superseded: list[tuple[str, Entry]]  # committed entries (with their file) matched by hand instead
+    texts: analysis.TextSet | None = None  # every text above, to find the ones holding a query word at once
 
 
 NOTHING_UNSEARCHED = Unsearched([], [], [], [])
@@ -85,11 +86,13 @@ class Searching:
         maps = [postings.word_postings(view, term) for term in terms]
         with self._lock:
             overlay, version = self._overlay(), self._version
-        counted = self._unsearched_entries(overlay, version).counted
+        unsearched = self._unsearched_entries(overlay, version)
+        counted = unsearched.counted
         documents = max(view.documents() - len(self._records), 0)
         stats = [ranking.stats_of(m, documents) for m in maps]
         if counted:
-            fresh = [ranking.fresh_stats(self.language, counted, term) for term in terms]
+            texts = unsearched.texts
+            fresh = [ranking.fresh_stats(self.language, counted, term, _scoring(texts, term)) for term in terms]
             stats = [st + more for st, more in zip(stats, fresh, strict=True)]
         return maps, stats
 
@@ -110,7 +113,8 @@ class Searching:
         view = self._view_now()
         allowed = self._allowed(filters, unsearched, version)
         ranked = ranking.rank_documents(maps, weights, allowed, view.stamps(), view.neighbours(), limit, strict)
-        scorer = ranking.FreshScorer(self.language, terms, weights, view.avg_length(analysis.FIELD))
+        texts = unsearched.texts or analysis.TextSet(self.language, ())
+        scorer = ranking.FreshScorer(self.language, terms, weights, view.avg_length(analysis.FIELD), texts)
         for entry, context in unsearched.entries:
             if not filters.accepts(entry):
                 continue
@@ -252,7 +256,8 @@ class Searching:
                 found.counted.extend(e.text for e in change.entries)
                 if path in self._records:
                     found.replaced.append(path)
-            self._unsearched = (version, found)
+            texts = [e.text for e, _ in found.entries] + [t for _, ctx in found.entries for _, t in ctx] + found.counted
+            self._unsearched = (version, replace(found, texts=analysis.TextSet(self.language, texts)))
         return self._unsearched[1]
 
     def _denied(self, paths: list[str], version: int) -> set[int]:
@@ -304,3 +309,8 @@ def mask_of(docs: set[int], size: int) -> np.ndarray:
     if docs:
         mask[np.fromiter(docs, dtype=np.int64, count=len(docs))] = True
     return mask
+
+
+def _scoring(texts: analysis.TextSet | None, term: analysis.Term) -> set[str] | None:
+    """The uncommitted texts a query word can count in, when they were gathered."""
+    return None if texts is None else texts.scoring(term)
