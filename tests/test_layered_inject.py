@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from braind.model.entries import Entry
-from braind.services.inject import diary_part
-from braind.services.layered.inject import Cost, Snapshot, Snapshots, fit_diary
+from braind.model.fence import fence
+from braind.services.inject import Part, diary_part
+from braind.services.layered.inject import DIARY_HEADING, SEPARATOR, Cost, Snapshot, Snapshots, cost, fit_diary
 from tests.conftest import Daemon, yesterday
 
 BASE_MTIME = 1_700_000_000
@@ -232,3 +234,40 @@ def test_a_busy_day_is_cut_where_the_byte_budget_cuts_it(texts: list[str], max_b
     fitted = fit_diary(entries, max_bytes, unbounded)
     got = (fitted.text, fitted.entries, fitted.dropped) if fitted else None
     assert got == ((whole.text, whole.entries, len(entries) - whole.entries) if whole else None)
+
+
+def _fit_by_costs(entries: list[Entry], max_bytes: int, left: Cost) -> Part | None:
+    """fit_diary as the block's budget reads: each line's Cost added up, every line rendered as the block shows it."""
+    ordered = sorted(entries, key=lambda e: (e.date, e.time, e.line))
+    keep, used, days = 0, cost([DIARY_HEADING]) + SEPARATOR, set()
+    for entry in reversed(ordered):
+        used += cost([f"[{entry.time}] {fence(entry.text)}"])
+        if entry.date not in days:
+            used += cost([f"### {entry.date}"])
+            days.add(entry.date)
+        if used.lines > left.lines or used.chars > left.chars:
+            break
+        keep += 1
+        if used.chars - SEPARATOR.chars > max_bytes:
+            break
+    part = diary_part(ordered[len(ordered) - keep :], max_bytes) if keep else None
+    return replace(part, dropped=len(ordered) - part.entries) if part else None
+
+
+FENCED_TEXTS = st.lists(
+    st.lists(st.sampled_from(["a", "é中", "</memory>", "<memory x>", "bb"]), min_size=1, max_size=6).map(" ".join),
+    min_size=1,
+    max_size=80,
+)
+
+
+@given(FENCED_TEXTS, st.integers(min_value=1, max_value=600), st.integers(0, 90), st.integers(0, 900))
+def test_the_diary_part_fits_what_is_left_of_the_block_line_by_line(
+    texts: list[str], max_bytes: int, lines: int, chars: int
+) -> None:
+    """Counted in plain numbers, the part keeps the lines that the lines' own costs say fit."""
+    entries = [
+        Entry("/r", "user", f"/r/diary/2026-01-0{n % 3 + 1}.md", n, f"2026-01-0{n % 3 + 1}", f"09:{n % 60:02d}", text)
+        for n, text in enumerate(texts)
+    ]
+    assert fit_diary(entries, max_bytes, Cost(lines, chars)) == _fit_by_costs(entries, max_bytes, Cost(lines, chars))

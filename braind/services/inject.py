@@ -6,6 +6,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from braind.model.entries import Entry
 from braind.model.fence import CLOSE, OPEN, fence
@@ -30,8 +31,19 @@ class Part:
 
 def diary_part(entries: Sequence[Entry], max_bytes: int) -> Part | None:
     """Recent diary lines grouped by day, newest kept when over the byte budget."""
-    ordered = sorted(entries, key=lambda e: (e.date, e.time, e.line))
-    lines = [(e.date, f"[{e.time}] {fence(e.text)}") for e in ordered]
+    return lines_part(diary_lines(sorted(entries, key=WHEN)), max_bytes)
+
+
+WHEN = attrgetter("date", "time", "line")  # the order of diary lines: by day, time, then place in the file
+
+
+def diary_lines(ordered: Sequence[Entry]) -> list[tuple[str, str]]:
+    """Each entry as its day and the line the block shows for it."""
+    return [(e.date, f"[{e.time}] {fence(e.text)}") for e in ordered]
+
+
+def lines_part(lines: list[tuple[str, str]], max_bytes: int) -> Part | None:
+    """The diary part of rendered lines (oldest first), newest kept when over the byte budget."""
     kept = _newest_within(lines, max_bytes)
     if not kept:
         return None
@@ -45,7 +57,8 @@ def _newest_within(lines: list[tuple[str, str]], budget: int) -> list[tuple[str,
     used = len(b"## Diary (recent days)\n")
     days: set[str] = set()
     for date, line in reversed(lines):
-        cost = len(line.encode("utf-8")) + 1 + (0 if date in days else len(f"### {date}\n"))
+        size = len(line) if line.isascii() else len(line.encode("utf-8"))
+        cost = size + 1 + (0 if date in days else len(f"### {date}\n"))
         if used + cost > budget:
             if not kept:
                 kept.append((date, truncate_bytes(line, budget - used - len(f"### {date}\n") - 1)))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from braind.config import InjectConfig
 from braind.model.entries import Entry
 from braind.model.fence import CLOSE, OPEN, fence
-from braind.services.inject import Part, assemble, diary_part
+from braind.services.inject import WHEN, Part, assemble, diary_lines, lines_part
 
 SNAPSHOTS = 256
 _TAGS = ("root", "home", "project")
@@ -204,20 +204,28 @@ def fit_diary(entries: Sequence[Entry], max_bytes: int, left: Cost) -> Part | No
 
     Lines are taken until the block's budget is full or until they hold more characters than
     max_bytes (so more bytes too): diary_part would cut every line after that, however busy the day.
+    Counted in plain numbers, each line rendered once: a steady session's block is made again after
+    every note.
     """
-    ordered = sorted(entries, key=lambda e: (e.date, e.time, e.line))
-    keep, used, days = 0, cost([DIARY_HEADING]) + SEPARATOR, set()
+    ordered = sorted(entries, key=WHEN)
+    start = cost([DIARY_HEADING]) + SEPARATOR
+    lines, chars, days = start.lines, start.chars, set()
+    taken: list[Entry] = []
     for entry in reversed(ordered):
-        used += cost([f"[{entry.time}] {fence(entry.text)}"])
+        lines += 1
+        chars += len(entry.time) + len(entry.text) + 4  # "[", "] " and the newline; fence() may lengthen it
+        if "<" in entry.text:
+            chars += len(fence(entry.text)) - len(entry.text)
         if entry.date not in days:
-            used += cost([f"### {entry.date}"])
+            lines += 1
+            chars += len(entry.date) + 5  # "### " and the newline
             days.add(entry.date)
-        if used.lines > left.lines or used.chars > left.chars:
+        if lines > left.lines or chars > left.chars:
             break
-        keep += 1
-        if used.chars - SEPARATOR.chars > max_bytes:  # the part's text is longer than max_bytes already
+        taken.append(entry)
+        if chars - SEPARATOR.chars > max_bytes:  # the part's text is longer than max_bytes already
             break
-    part = diary_part(ordered[len(ordered) - keep :], max_bytes) if keep else None
+    part = lines_part(diary_lines(taken[::-1]), max_bytes) if taken else None
     return replace(part, dropped=len(ordered) - part.entries) if part else None
 
 
