@@ -13,8 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from braind.config import load_config
 from braind.model.entries import Entry
 from braind.model.fence import fence
+from braind.runtime.daemon import Daemon as RealDaemon
 from braind.services.inject import Part, diary_part
 from braind.services.layered.inject import DIARY_HEADING, SEPARATOR, Cost, Snapshot, Snapshots, cost, fit_diary
 from tests.conftest import Daemon, yesterday
@@ -271,3 +273,22 @@ def test_the_diary_part_fits_what_is_left_of_the_block_line_by_line(
         for n, text in enumerate(texts)
     ]
     assert fit_diary(entries, max_bytes, Cost(lines, chars)) == _fit_by_costs(entries, max_bytes, Cost(lines, chars))
+
+
+def test_only_blocks_of_memory_as_it_is_now_are_kept(make_daemon: Callable[..., Daemon]) -> None:
+    """A block made before a note can never be served again: the cache holds none once memory moved on."""
+    d = make_daemon(start=False)
+    d.write_config()
+    served = RealDaemon(load_config(str(d.config_path), env={"HOME": str(d.base)}))
+    served.start()
+    try:
+        memory = served.memory
+        first = memory.inject(session="steady")["text"]
+        assert memory.inject(session="steady")["text"] == first, "a steady session's block is served again"
+        for n in range(40):
+            memory.brain_note(text=f"note number {n} of a busy agent")
+            for session in ("steady", "other"):
+                assert f"note number {n} of" in memory.inject(session=session)["text"]
+        assert len(memory._blocks) == 2, "only the two sessions' blocks of the memory as it is now"
+    finally:
+        served.stop()

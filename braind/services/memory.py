@@ -41,6 +41,7 @@ class Memory:
         self.roots = context.roots
         self.ledger = TurnLedger()
         self._blocks: OrderedDict[tuple[Any, ...], tuple[str, list[Any], list[Chosen]]] = OrderedDict()
+        self._blocks_version: tuple[int, int] | None = None  # the memory the cached blocks were made of
         self._blocks_lock = threading.Lock()
         self.started = time.monotonic()
         self.health: Callable[[], dict[str, Any]] = lambda: {"state": "stopped"}  # the daemon plugs in its watcher's
@@ -115,10 +116,17 @@ class Memory:
     def _compose(
         self, session: str, project: str | None, snapshot: Any, triggers: tuple[str, ...]
     ) -> tuple[str, list[Any], list[Chosen]]:
-        """The block, cached until memory changes: a steady session's turns cost a lookup."""
+        """The block, cached until memory changes: a steady session's turns cost a lookup.
+
+        Only blocks of the memory as it is now are kept: one made before a note can never be served
+        again, and under agents writing, 256 of them held 7 MB.
+        """
         version = (self.index.version, self.syncer.states.version)
-        key = (session, id(snapshot), project, self.context.clock().date(), version, triggers)
+        key = (session, id(snapshot), project, self.context.clock().date(), triggers)
         with self._blocks_lock:
+            if version != self._blocks_version:
+                self._blocks.clear()
+                self._blocks_version = version
             cached = self._blocks.get(key)
         if cached is None:
             chosen = self.typed.triggered(triggers, project)
@@ -127,6 +135,8 @@ class Memory:
             text, parts = compose(snapshot, diary, self.config.inject, triggered_part(chosen))
             cached = (neutralise_braces(text), parts, chosen)
             with self._blocks_lock:
+                if version != self._blocks_version:  # memory changed meanwhile: the block is already old
+                    return cached
                 self._blocks[key] = cached
                 while len(self._blocks) > _BLOCK_CACHE:
                     self._blocks.popitem(last=False)
