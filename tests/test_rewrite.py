@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -172,6 +174,55 @@ def test_a_save_in_place_during_the_swap_gets_braind_s_change_exactly_once(
     assert memory.path.read_text() == text == after
 
 
+@pytest.mark.parametrize("when", ["before the swap back", "right as it is back"])
+def test_a_line_saved_into_the_old_inode_survives_a_save_made_from_braind_s_version(
+    memory: Target, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A script truncates the old inode just before the swap, so braind swaps it back; meanwhile the script writes
+    its line to it and reads braind's version, and its next save, made from that read, lands on the inode put back
+    and drops the line. Braind saw the line in the version it put back: its next look carries it again."""
+    holder: list[BinaryIO] = []
+    shown: list[bytes] = []
+    real_exchange, real_grown = rewriting.exchange, rewriting.grown
+
+    def script_writes_and_reads() -> None:  # its save into the old inode ends; its next one reads braind's version
+        holder[0].write(MEMORY.encode() + b"script line 1\n")
+        holder[0].close()
+        shown.append(memory.path.read_bytes())
+
+    def saves_from_braind_s_version() -> None:
+        memory.path.write_bytes(shown[0] + b"script line 2\n")
+        shown.append(b"")  # saved: the script is done
+
+    def exchange(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> bool:
+        if not holder:
+            holder.append(open(memory.path, "wb"))  # noqa: SIM115 - a truncating open just before the swap
+            return real_exchange(src_dir_fd, src, dst_dir_fd, dst)
+        if when == "before the swap back" and not shown:
+            script_writes_and_reads()
+        done = real_exchange(src_dir_fd, src, dst_dir_fd, dst)
+        if when == "right as it is back" and len(shown) == 1:
+            saves_from_braind_s_version()
+        return done
+
+    def grown(fd: int, known: bytes) -> bytes | None:
+        found = real_grown(fd, known)
+        if when == "right as it is back" and holder and not shown:  # braind has judged the old inode: emptied
+            script_writes_and_reads()
+        return found
+
+    monkeypatch.setattr(rewriting, "exchange", exchange)
+    monkeypatch.setattr(rewriting, "grown", grown)
+    writer = rewriter()
+    writer.edit(memory, add_to_alpha("braind line"), None, False)
+    if when == "before the swap back":
+        saves_from_braind_s_version()  # after braind's redone rewrite: its line is dropped with the script's
+    writer.look_back(memory)
+    lines = memory.path.read_text().split("\n")
+    assert lines.count("script line 1") == 1 and lines.count("script line 2") == 1, lines
+    assert lines.count("braind line") == 1, lines
+
+
 SAVED_JUST_BEFORE = {
     # what vim saves by rename just before braind swaps -> the file afterwards
     "an addition is kept in braind's version": (
@@ -256,6 +307,33 @@ def test_an_append_made_long_after_reaches_the_file_at_the_next_look(memory: Tar
         holder.close()
     assert memory.path.read_text().endswith("omega body\nwritten a while later\n")
     assert not (memory.root / ".braind" / "bak" / "MEMORY.md.carry").exists()
+
+
+def test_an_old_file_saved_over_is_judged_against_the_file_once_it_is_saved(memory: Target) -> None:
+    """A script saves over the old file after braind replaced it, and is saving the file in place when braind
+    looks: the lines the old file ends with are weighed against the file once that save is done, not against the
+    empty file caught half way (which would carry, and so double, every line back to the last blank one)."""
+    holder = open(memory.path, "r+b")  # noqa: SIM115 - held open across the rewrite, as an in-place save would
+    writer = rewriter()
+    try:
+        writer.edit(memory, correct_alpha("second body"), None, False)
+        holder.truncate(0)
+        holder.write(MEMORY.replace("first", "1st").encode() + b"script line\n")  # from the text before braind's
+        holder.flush()
+        time.sleep(0.05)  # that save is past the quiet window; the next one is under way when braind looks
+        shown = memory.path.read_bytes()
+        saving = open(memory.path, "wb")  # noqa: SIM115 - truncated now, written a moment later, while braind looks
+        done = threading.Timer(0.03, lambda: (saving.write(shown + b"script line 2\n"), saving.close()))
+        done.start()
+        writer.look_back(memory)
+        done.join()
+        writer.look_back(memory)
+        writer.close()
+    finally:
+        holder.close()
+    lines = memory.path.read_text().split("\n")
+    for line in ("## omega", "omega body", "second body", "script line", "script line 2"):
+        assert lines.count(line) == 1, (line, lines)
 
 
 def test_a_file_being_saved_in_place_is_waited_for(memory: Target) -> None:

@@ -20,8 +20,9 @@ of what Linux does offer (the caller holds the daemon's write lock):
    last moment comes from a program holding it open (an appender, an in-place save): it is
    swapped back in and the rewrite redone, and what reached braind's version meanwhile goes
    into the next one; a save made from braind's version, read in that moment, already holds
-   the change, which is then not made twice. Otherwise the old inode becomes the `.bak` and
-   stays watched.
+   the change, which is then not made twice, but drops the lines the old inode gained late:
+   those are read as it goes back and carried again if a save drops them. Otherwise the old
+   inode becomes the `.bak` and stays watched.
 
 Bytes that reach a version no longer in place are never appended in place (the program that
 wrote them may be truncating the file right now): they go into the next version braind swaps

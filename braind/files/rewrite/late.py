@@ -224,32 +224,41 @@ class LateWrites(ABC):
             if extra:
                 self._carry_later(watched.target, extra, "braind replaced")
             elif extra is None:
-                self._rewritten(watched, None)
+                self._rewritten(watched, self._current(watched.target))
         finally:
             os.close(watched.fd)
 
-    def _rewritten(self, watched: Watched, dir_fd: int | None) -> None:
-        """An earlier inode was saved over: the lines it ends with that the file lacks are carried; all is kept."""
+    def _rewritten(self, watched: Watched, current: bytes | None) -> None:
+        """An earlier inode was saved over: the lines it ends with that the file lacks are carried; all is kept.
+
+        `current` is the file as saved (None when it cannot be told): weighed against a file caught half
+        way through a save in place, every line back to the last blank one would be carried, and doubled.
+        """
         target = watched.target
         data = os.pread(watched.fd, os.fstat(watched.fd).st_size, 0)
-        current = read_name(dir_fd, target.name) if dir_fd is not None else self._current(target)
-        tail = trailing_new(data, current)
+        tail = trailing_new(data, current) if current is not None else b""
         if tail:
             self._carry_later(target, tail, "saved over after braind replaced it")
         keep_copy(watched.fd, target, "(an earlier version of it) was saved over after braind replaced it")
 
-    def _current(self, target: Target) -> bytes:
-        """A file's bytes now (empty when it cannot be read)."""
+    def _current(self, target: Target) -> bytes | None:
+        """A file's bytes once a save in place under way is done (None when they cannot be read)."""
         try:
             dir_fd = open_dir(target.root, target.rel.parts[:-1])
         except (OSError, BraindError):
-            return b""
+            return None
         try:
-            return read_name(dir_fd, target.name)
-        except OSError:
-            return b""
+            return self._saved_text(dir_fd, target)
         finally:
             os.close(dir_fd)
+
+    def _saved_text(self, dir_fd: int, target: Target) -> bytes | None:
+        """A file's bytes once a save in place under way is done (None: it did not end in time, or no read)."""
+        try:
+            self._settle(dir_fd, target, self._sizes.get(target.path))
+            return read_name(dir_fd, target.name)
+        except (OSError, BraindError):
+            return None
 
     def look_back(self, target: Target, final: bool = False) -> bool:
         """Carry over what reached a file's earlier inodes since they left its name; True when the file changed."""
@@ -281,7 +290,10 @@ class LateWrites(ABC):
             if extra is None and final:
                 extra = self._settled(watched)
             if extra is None and not self._in_flux(os.fstat(watched.fd), 0, None):
-                self._rewritten(watched, dir_fd)
+                now = self._saved_text(dir_fd, target) if final else self._steady_text(dir_fd, target)
+                if now is None and not final:
+                    continue  # the file is being saved in place: the old inode is judged at the next look
+                self._rewritten(watched, now)
                 self._drop(target.path, watched)
             elif extra:
                 self._carry_later(target, extra, "braind replaced")

@@ -32,6 +32,7 @@ from braind.files.rewrite.inodes import (
     saved_from,
     self_contained,
     times,
+    trailing_new,
     unlink_quietly,
     with_tail,
 )
@@ -291,6 +292,7 @@ class Rewriter(LateWrites):
     ) -> None:
         """Give the file read (or another program's) its place back, keep what reached ours meanwhile; raise `then`."""
         log.info("%s: %s; braind's version is taken out again", target.path, why)
+        put_back = [_read_quietly(dir_fd, tmp)]  # the version going back, as the late write left it
         try:
             swapped = exchange(dir_fd, tmp, dir_fd, target.name)
         except BraindError as exc:
@@ -307,6 +309,8 @@ class Rewriter(LateWrites):
                 f"be put back ({why}); it is kept beside the backup (see the log)",
                 written={"path": str(target.path)},
             )
+        put_back.append(_read_quietly(dir_fd, target.name))  # and once back, before a save of the moment replaces it
+        self._track_put_back(target, put_back, ours[1])
         with contextlib.suppress(BraindError):  # the old version is what the disk holds for sure anyway
             fsync_dir(dir_fd, target)
         if same_inode(dir_fd, tmp, Snapshot(ours[0], os.fstat(ours[0]), b"", "")):
@@ -314,6 +318,20 @@ class Rewriter(LateWrites):
         else:
             self._newer_save(target, dir_fd, tmp, ours[1])
         raise then if then is not None else Again()
+
+    def _track_put_back(self, target: Target, versions: list[bytes], wrote: bytes) -> None:
+        """Lines the version put back gained late are checked at the next looks, and carried again if dropped.
+
+        A program saving in place may have read braind's version (`wrote`) in its moment in place, after
+        writing these lines to the old inode, and save that read over the old inode once it is back: its
+        save would drop them without a trace, since braind's version never held them.
+        """
+        read = self._shown[-1][0] if self._shown else b""  # the version braind read and compared last
+        known = read + b"\n" + wrote
+        for version in versions:
+            tail = trailing_new(version[: version.rfind(b"\n") + 1], known)  # a line still being written is not one
+            if tail:
+                self._track(target, tail)
 
     def _newer_save(self, target: Target, dir_fd: int, tmp: str, new: bytes) -> None:
         """A save replaced braind's version while it was in place, and came out instead of it: keep what it added."""
@@ -352,3 +370,11 @@ class Rewriter(LateWrites):
             base, held = base + late, held + late
             late = grown(fd, base) or b""
         return base
+
+
+def _read_quietly(dir_fd: int, name: str) -> bytes:
+    """The bytes a name leads to, or none when it cannot be read."""
+    try:
+        return read_name(dir_fd, name)
+    except OSError:
+        return b""
