@@ -223,6 +223,44 @@ def test_a_line_saved_into_the_old_inode_survives_a_save_made_from_braind_s_vers
     assert lines.count("braind line") == 1, lines
 
 
+def test_braind_s_version_saved_over_in_its_moment_is_not_weighed_against_an_emptied_file(
+    memory: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In braind's version's moment in place, one save reaches the old file (so it comes back) and another writes
+    an older read over braind's version; then a third empties the file put back, to write it a moment later.
+    What the second save added is weighed against the version put back only when that is a whole text: against
+    the emptied file it would be the whole of braind's version, carried in, and so doubled."""
+    holder = open(memory.path, "r+b")  # noqa: SIM115 - held open across the rewrite, as an in-place save would
+    later: list[BinaryIO] = []
+    real = rewriting.exchange
+
+    def exchange(src_dir_fd: int, src: str, dst_dir_fd: int, dst: str) -> bool:
+        done = real(src_dir_fd, src, dst_dir_fd, dst)
+        if not later and holder.tell() == 0:  # braind's version is in place
+            holder.truncate(0)
+            holder.write(MEMORY.encode() + b"script line 1\n")  # the old file gains a line: it will come back
+            holder.flush()
+            memory.path.write_bytes(MEMORY.encode() + b"script line 2\n")  # over braind's version
+        elif not later:  # the old file is back: a third save empties it
+            later.append(open(memory.path, "wb"))  # noqa: SIM115 - written once braind has looked
+        return done
+
+    monkeypatch.setattr(rewriting, "exchange", exchange)
+    writer = rewriter()
+    try:
+        writer.edit(memory, add_to_alpha("braind line"), None, False)
+    finally:
+        holder.close()
+        if later:
+            later[0].write(MEMORY.encode() + b"script line 1\nscript line 3\n")
+            later[0].close()
+    writer.look_back(memory)
+    writer.close()
+    lines = memory.path.read_text().split("\n")
+    for line in ("## omega", "omega body", "script line 1", "script line 2", "script line 3"):
+        assert lines.count(line) == 1, (line, lines)
+
+
 SAVED_JUST_BEFORE = {
     # what vim saves by rename just before braind swaps -> the file afterwards
     "an addition is kept in braind's version": (

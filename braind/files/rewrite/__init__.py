@@ -29,7 +29,8 @@ wrote them may be truncating the file right now): they go into the next version 
 in, at the next write to the file, after the request's index update, or when the daemon stops,
 and are journaled in `<name>.carry` until then. Carried bytes that a save from an older read
 drops again within a few seconds are carried again; bytes a version already holds are never
-added twice.
+added twice, and what a version gained is never told against a file caught half way through
+a save in place.
 
 Attempts are bounded; a file that never holds still gets `busy`, with nothing changed. A pure
 append (new text = old text + more) is one `O_APPEND` write instead, checked afterwards to have

@@ -350,9 +350,11 @@ class Rewriter(LateWrites):
         """An inode that was in place for a moment and is out now: what was added to it goes into the next version.
 
         A program may have saved into it in place in that moment, from the version put back: what
-        that save adds to the version put back counts as added too.
+        that save adds to the version put back counts as added too, when that is a whole text (a file
+        emptied by a save just begun is the start of every text, and would make all of it added).
         """
-        watched = Watched(target, os.dup(fd), wrote, read_name(dir_fd, target.name))
+        put_back = read_name(dir_fd, target.name)
+        watched = Watched(target, os.dup(fd), wrote, put_back if put_back.endswith(b"\n") else None)
         extra = watched.added()
         if extra:
             self._carry_later(target, extra, "that was in place for a moment")
